@@ -1,0 +1,38 @@
+"""agent-cache: a layered result / semantic cache for LLM apps and agents.
+
+Core; never imports LangChain or LlamaIndex.
+"""
+
+from __future__ import annotations
+
+from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, LayeredCache
+from agent_cache.errors import (
+    AgentCacheError,
+    BackendError,
+    ConfigurationError,
+    MissingDependencyError,
+    SerializationError,
+)
+from agent_cache.policy import TtlPolicy, TtlTier
+from agent_cache.stats import CacheStats
+from agent_cache.tools import StepCache, ToolCache
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "AgentCacheError",
+    "BackendError",
+    "CacheHit",
+    "CachePolicy",
+    "CacheStats",
+    "ConfigurationError",
+    "LayeredCache",
+    "MissingDependencyError",
+    "SerializationError",
+    "StepCache",
+    "ToolCache",
+    "TtlPolicy",
+    "TtlTier",
+    "__version__",
+]

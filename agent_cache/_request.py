@@ -1,0 +1,155 @@
+"""Pure helpers shared by every path: input validation, request keys, record encoding."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_cache.errors import ConfigurationError, SerializationError
+from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
+
+__all__ = ["Keys", "Request", "decode_record", "encode_record", "prepare", "version_counter"]
+
+MAX_PROMPT_BYTES = 1_000_000
+NO_EXPIRY = 1e18  # vector stores want a number for "never"
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: str
+    normalized: str
+    namespace: str
+    llm_hash: str
+    template_version: str
+    context_hash: str
+    template: tuple[str, str] | None  # (template name, canonical parameters)
+
+
+@dataclass(frozen=True)
+class Keys:
+    exact: str
+    template: str | None
+    scope: str
+
+    @property
+    def primary(self) -> str:
+        return self.template or self.exact
+
+
+def version_counter(namespace: str) -> str:
+    return f"version:{namespace}"
+
+
+def _check_text(name: str, value: Any, *, limit: int | None = None) -> str:
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{name} must be a str, not {type(value).__name__}"
+            + (" (decode bytes first)" if isinstance(value, bytes | bytearray) else "")
+        )
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"{name} is not valid Unicode (lone surrogate at position {exc.start})"
+        ) from exc
+    if limit is not None and size > limit:
+        raise ConfigurationError(f"{name} is {size} bytes; the limit is {limit} (max_prompt_bytes)")
+    return value
+
+
+def context_hash(context: Any) -> str:
+    """Hash of everything besides the question that changes the answer (scope)."""
+    if context is None:
+        return ""
+    if isinstance(context, str):
+        return digest(_check_text("context", context))
+    if isinstance(context, Mapping | Sequence) and not isinstance(context, bytes | bytearray):
+        try:
+            return digest(canonical_json(context))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"context must be str or JSON-like: {exc}") from exc
+    raise ConfigurationError(f"context must be str, a list or a dict, not {type(context).__name__}")
+
+
+def prepare(
+    prompt: Any,
+    *,
+    llm_string: Any,
+    namespace: Any,
+    context: Any,
+    template_version: Any,
+    casefold: bool,
+    templates: Sequence[Template],
+    max_prompt_bytes: int = MAX_PROMPT_BYTES,
+) -> Request:
+    """Validate the inputs and compute everything the key needs. Raises ConfigurationError."""
+    prompt = _check_text("prompt", prompt, limit=max_prompt_bytes)
+    llm_string = _check_text("llm_string", llm_string)
+    namespace = _check_text("namespace", namespace)
+    template_version = _check_text("template_version", template_version)
+    if not namespace:
+        raise ConfigurationError("namespace must be a non-empty str")
+    normalized = normalize(prompt, casefold=casefold)
+    if not normalized:
+        raise ConfigurationError("prompt is empty after normalization")
+    template = None
+    for t in templates:
+        params = t.match(normalized)
+        if params is not None:
+            template = (t.name, canonical_json(params))
+            break
+    return Request(
+        prompt=prompt,
+        normalized=normalized,
+        namespace=namespace,
+        llm_hash=digest(llm_string)[:32],
+        template_version=template_version,
+        context_hash=context_hash(context),
+        template=template,
+    )
+
+
+def keys_for(req: Request, version: int) -> Keys:
+    base = (req.namespace, str(version), req.llm_hash, req.template_version, req.context_hash)
+    exact = f"{KEY_PREFIX}:{digest('exact', *base, req.normalized)}"
+    template = None
+    if req.template is not None:
+        template = f"{KEY_PREFIX}:{digest('template', *base, *req.template)}"
+    return Keys(exact=exact, template=template, scope=digest("scope", *base)[:40])
+
+
+def encode_record(
+    prompt: str, response: Any, *, tokens: int | None, created: float, tier: str
+) -> str:
+    """The JSON record stored in the exact layer; never pickle."""
+    try:
+        return json.dumps(
+            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier},
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"response is not JSON-serializable: {exc}") from exc
+
+
+def check_json(response: Any) -> None:
+    encode_record("", response, tokens=None, created=0.0, tier="")
+
+
+def decode_record(raw: str, key: str) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError("corrupt cache record", key=key) from exc
+    if not isinstance(record, dict) or "r" not in record:
+        raise SerializationError("corrupt cache record", key=key)
+    return record
+
+
+def estimate_tokens(response: Any) -> int:
+    """~4 characters a token: used for "tokens saved" when the model's count is unknown."""
+    text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+    return max(1, math.ceil(len(text) / 4))

@@ -1,0 +1,181 @@
+"""Tool-result and sub-step caches (core; the framework adapters build on these).
+
+``ToolCache`` keys a tool call by tool name + tool version + the canonical JSON of its
+arguments (key order, whitespace and ``1`` vs ``1.0`` don't matter), exact layer only.
+``StepCache`` reuses an intermediate step's output (a plan, a query decomposition) for the
+same input, or with ``semantic=True`` for a paraphrased one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from agent_cache.cache import LayeredCache
+from agent_cache.errors import ConfigurationError
+from agent_cache.keys import canonical_json
+
+__all__ = ["StepCache", "ToolCache"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _canonical_args(args: Mapping[str, Any]) -> str:
+    if not isinstance(args, Mapping):
+        raise ConfigurationError("tool arguments must be a mapping of name to value")
+    return canonical_json(dict(args))
+
+
+class ToolCache:
+    """Caches tool results by canonical arguments.
+
+    Args:
+        cache: the :class:`LayeredCache` to keep results in.
+        ttl: default seconds a result stays valid (``None``: the cache's policy).
+        namespace: where tool results live (exact-only by default in ``LayeredCache``).
+
+    Example:
+        >>> tools = ToolCache(LayeredCache(path=None), ttl=600)  # doctest: +SKIP
+        >>> tools.call("get_weather", {"city": "Oslo"}, lambda city: fetch(city))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, cache: LayeredCache, *, ttl: float | None = None, namespace: str = "tools"
+    ) -> None:
+        self.cache = cache
+        self.ttl = ttl
+        self.namespace = namespace
+
+    def _ids(self, tool: str, version: str) -> str:
+        if not isinstance(tool, str) or not tool:
+            raise ConfigurationError("tool name must be a non-empty str")
+        return f"tool:{tool}@{version}"
+
+    def call(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        version: str = "",
+        ttl: float | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> Any:
+        """Return ``fn(**args)``, cached. Exceptions propagate and are never cached."""
+        return self.cache.get_or_compute(
+            _canonical_args(args),
+            lambda: fn(**args),
+            llm_string=self._ids(tool, version),
+            namespace=self.namespace,
+            ttl=ttl if ttl is not None else self.ttl,
+            tags=tags,
+        )
+
+    async def acall(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        version: str = "",
+        ttl: float | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> Any:
+        """Async twin of :meth:`call`."""
+        return await self.cache.aget_or_compute(
+            _canonical_args(args),
+            lambda: fn(**args),
+            llm_string=self._ids(tool, version),
+            namespace=self.namespace,
+            ttl=ttl if ttl is not None else self.ttl,
+            tags=tags,
+        )
+
+
+class StepCache:
+    """Reuses a named intermediate step's output for the same (or a paraphrased) input.
+
+    Example:
+        >>> steps = StepCache(LayeredCache(path=None))  # doctest: +SKIP
+        >>> @steps.cached(name="plan")
+        ... def plan(question: str) -> list[str]: ...
+    """
+
+    def __init__(
+        self, cache: LayeredCache, *, ttl: float | None = None, namespace: str = "steps"
+    ) -> None:
+        self.cache = cache
+        self.ttl = ttl
+        self.namespace = namespace
+
+    # ``namespace`` is exact-only in LayeredCache's defaults; semantic steps use
+    # ``f"{namespace}-semantic"`` so that canonical JSON inputs are never embedded.
+
+    def _prompt(self, value: Any, semantic: bool) -> str:
+        if semantic:
+            if not isinstance(value, str):
+                raise ConfigurationError("a semantic step needs a str input")
+            return value
+        return value if isinstance(value, str) else canonical_json(value)
+
+    def run(
+        self,
+        name: str,
+        value: Any,
+        fn: Callable[[Any], Any],
+        *,
+        version: str = "",
+        semantic: bool = False,
+        ttl: float | None = None,
+    ) -> Any:
+        """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``."""
+        return self.cache.get_or_compute(
+            self._prompt(value, semantic),
+            lambda: fn(value),
+            llm_string=f"step:{name}@{version}",
+            namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
+            ttl=ttl if ttl is not None else self.ttl,
+        )
+
+    async def arun(
+        self,
+        name: str,
+        value: Any,
+        fn: Callable[[Any], Awaitable[Any]],
+        *,
+        version: str = "",
+        semantic: bool = False,
+        ttl: float | None = None,
+    ) -> Any:
+        """Async twin of :meth:`run`."""
+        return await self.cache.aget_or_compute(
+            self._prompt(value, semantic),
+            lambda: fn(value),
+            llm_string=f"step:{name}@{version}",
+            namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
+            ttl=ttl if ttl is not None else self.ttl,
+        )
+
+    def cached(
+        self, *, name: str, version: str = "", semantic: bool = False
+    ) -> Callable[[F], F]:
+        """Decorator for a one-argument function (or coroutine function)."""
+        import inspect
+
+        def deco(fn: F) -> F:
+            if inspect.iscoroutinefunction(fn):
+
+                @functools.wraps(fn)
+                async def awrapper(value: Any) -> Any:
+                    return await self.arun(name, value, fn, version=version, semantic=semantic)
+
+                return awrapper  # type: ignore[return-value]
+
+            @functools.wraps(fn)
+            def wrapper(value: Any) -> Any:
+                return self.run(name, value, fn, version=version, semantic=semantic)
+
+            return wrapper  # type: ignore[return-value]
+
+        return deco
