@@ -1,0 +1,203 @@
+"""An in-process, LRU-bounded key-value store for the exact layer."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from agent_cache.errors import ConfigurationError
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    value: str
+    namespace: str
+    expires_at: float | None
+    tags: tuple[str, ...]
+
+
+class MemoryStore:
+    """A thread-safe, size-bounded LRU store that lives in this process only.
+
+    When more than ``max_entries`` records are held, the least recently used one is
+    evicted together with its tag-index rows. Expiry is checked against the ``now``
+    passed to :meth:`get`: an expired record reads as ``None`` and is removed. Counters
+    are kept apart from records and survive :meth:`clear` (namespace versions live there
+    and must only ever grow).
+
+    Args:
+        max_entries: the most records held at once (at least 1).
+
+    Example:
+        >>> store = MemoryStore(max_entries=2)
+        >>> store.set("k", '"v"', namespace="default", expires_at=None, tags=["doc:1"], now=0.0)
+        >>> store.get("k", now=1.0)
+        '"v"'
+        >>> store.keys_for_tag("doc:1", limit=10)
+        ['k']
+    """
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        if max_entries < 1:
+            raise ConfigurationError(f"max_entries must be at least 1, got {max_entries}")
+        self._max_entries = max_entries
+        self._lock = threading.RLock()
+        self._records: OrderedDict[str, _Record] = OrderedDict()
+        # tag -> keys carrying it; a dict keeps insertion order for stable batches
+        self._tags: dict[str, dict[str, None]] = {}
+        self._counters: dict[str, int] = {}
+
+    @property
+    def max_entries(self) -> int:
+        """The most records held at once."""
+        return self._max_entries
+
+    # -- records -----------------------------------------------------------------------
+
+    def get(self, key: str, now: float) -> str | None:
+        """The value under ``key``, or ``None`` if absent or expired at ``now``."""
+        with self._lock:
+            return self._get_locked(key, now)
+
+    def get_many(self, keys: Sequence[str], now: float) -> dict[str, str]:
+        """The live values among ``keys``; absent and expired keys are left out."""
+        with self._lock:
+            out: dict[str, str] = {}
+            for key in keys:
+                value = self._get_locked(key, now)
+                if value is not None:
+                    out[key] = value
+            return out
+
+    def set(
+        self,
+        key: str,
+        value: str,
+        *,
+        namespace: str,
+        expires_at: float | None,
+        tags: Sequence[str] = (),
+        now: float,
+    ) -> None:
+        """Store ``value`` under ``key``, replacing any earlier record and its tags.
+
+        A record already expired at ``now`` is not stored, and any earlier record under
+        ``key`` is deleted, so the key reads as absent afterwards.
+        """
+        with self._lock:
+            self._remove_locked(key)
+            if expires_at is not None and expires_at <= now:
+                return
+            unique_tags = tuple(dict.fromkeys(tags))
+            self._records[key] = _Record(value, namespace, expires_at, unique_tags)
+            for tag in unique_tags:
+                self._tags.setdefault(tag, {})[key] = None
+            while len(self._records) > self._max_entries:
+                oldest = next(iter(self._records))
+                self._remove_locked(oldest)
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Delete records and their tag-index rows; return how many records existed."""
+        with self._lock:
+            return sum(self._remove_locked(key) for key in dict.fromkeys(keys))
+
+    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag``."""
+        if limit <= 0:
+            return []
+        with self._lock:
+            keys = self._tags.get(tag, {})
+            out: list[str] = []
+            for key in keys:
+                if len(out) >= limit:
+                    break
+                out.append(key)
+            return out
+
+    def clear(self, namespace: str | None = None) -> int:
+        """Delete every record (of ``namespace`` if given); return how many were deleted.
+
+        Counters are kept.
+        """
+        with self._lock:
+            if namespace is None:
+                removed = len(self._records)
+                self._records.clear()
+                self._tags.clear()
+                return removed
+            doomed = [k for k, r in self._records.items() if r.namespace == namespace]
+            for key in doomed:
+                self._remove_locked(key)
+            return len(doomed)
+
+    def count(self, namespace: str | None = None) -> int:
+        """How many records are held (of ``namespace`` if given).
+
+        Expired records not yet read or evicted are included.
+        """
+        with self._lock:
+            if namespace is None:
+                return len(self._records)
+            return sum(1 for r in self._records.values() if r.namespace == namespace)
+
+    # -- counters ----------------------------------------------------------------------
+
+    def incr(self, counter: str) -> int:
+        """Add one to ``counter`` and return the new value."""
+        with self._lock:
+            value = self._counters.get(counter, 0) + 1
+            self._counters[counter] = value
+            return value
+
+    def get_counter(self, counter: str) -> int:
+        """The counter's value; 0 if it was never incremented."""
+        with self._lock:
+            return self._counters.get(counter, 0)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Nothing to release; the store stays usable."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(max_entries={self._max_entries}, size={len(self._records)})"
+
+    # -- internals (lock held) ---------------------------------------------------------
+
+    def _get_locked(self, key: str, now: float) -> str | None:
+        record = self._records.get(key)
+        if record is None:
+            return None
+        if record.expires_at is not None and record.expires_at <= now:
+            self._remove_locked(key)
+            return None
+        self._records.move_to_end(key)
+        return record.value
+
+    def _remove_locked(self, key: str) -> bool:
+        record = self._records.pop(key, None)
+        if record is None:
+            return False
+        for tag in record.tags:
+            keys = self._tags.get(tag)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._tags[tag]
+        return True

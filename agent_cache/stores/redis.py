@@ -1,0 +1,379 @@
+"""A Redis key-value store for the exact layer: the shared, scale-out choice.
+
+Layout, under ``prefix`` (``"agent_cache:"`` by default)::
+
+    {prefix}e:{key}        hash  v = value (JSON text), n = namespace, x = expires_at
+    {prefix}kt:{key}       set   the key's tags (so delete can remove the tag rows)
+    {prefix}t:{tag}        set   keys carrying the tag (the reverse index)
+    {prefix}ns:{namespace} set   keys of the namespace (for clear / count)
+    {prefix}namespaces     set   namespaces ever written (for count())
+    {prefix}c:{name}       int   counters (INCR)
+
+Records and their ``kt`` sets carry a native TTL (``PX``) computed from
+``expires_at - now``; ``expires_at`` is also stored and compared with the caller's
+``now`` on read, so the cache's clock decides. Index sets are pruned lazily: a record
+that expired natively may still be listed in its namespace set until the next
+``clear``, so :meth:`RedisStore.count` is approximate (it can over-count expired
+records). :meth:`RedisStore.keys_for_tag` checks every candidate and returns only keys
+that still carry the tag. Single Redis server (or a proxy); Redis Cluster is not
+supported because writes touch several keys in one transaction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
+
+__all__ = ["RedisStore"]
+
+_CHUNK = 500
+_DEFAULT_URL = "redis://localhost:6379/0"
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+class RedisStore:
+    """A store on a Redis server, shared by every process that points at it.
+
+    The ``redis`` package (``pip install 'agent-cache[redis]'``) is imported when the
+    store is built; no connection is made until the first call. A client passed in is
+    used as is (``decode_responses`` either way) and never closed by :meth:`close`.
+    Counters survive :meth:`clear` (namespace versions live there and must only grow).
+    Every ``redis.RedisError`` is raised as :class:`~agent_cache.errors.BackendError`.
+
+    Args:
+        url: a ``redis://`` URL; ignored when ``client`` is given. Defaults to
+            ``redis://localhost:6379/0``.
+        client: an existing ``redis.Redis`` client to use (the caller closes it).
+        prefix: prepended to every Redis key this store writes (must not be empty).
+
+    Example:
+        >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
+        >>> store.set("k", '"v"', namespace="default", expires_at=None, now=0.0)  # doctest: +SKIP
+        >>> store.get("k", now=1.0)  # doctest: +SKIP
+        '"v"'
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any | None = None,
+        prefix: str = "agent_cache:",
+    ) -> None:
+        try:
+            import redis
+        except ImportError as exc:
+            raise MissingDependencyError("redis", "redis", feature="RedisStore") from exc
+        if not prefix:
+            raise ConfigurationError("RedisStore needs a non-empty key prefix")
+        self._redis_module: Any = redis
+        self._error: type[Exception] = redis.RedisError
+        self._url = url or _DEFAULT_URL
+        self._client: Any | None = client
+        self._owns_client = client is None
+        self._prefix = prefix
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of every Redis key this store writes."""
+        return self._prefix
+
+    # -- records -----------------------------------------------------------------------
+
+    def get(self, key: str, now: float) -> str | None:
+        """The value under ``key``, or ``None`` if absent or expired at ``now``."""
+        with self._errors("get", key):
+            value, expires = self._redis().hmget(self._e(key), ["v", "x"])
+        return self._live(value, expires, now)
+
+    def get_many(self, keys: Sequence[str], now: float) -> dict[str, str]:
+        """The live values among ``keys``, read with one round trip per 500 keys."""
+        unique = list(dict.fromkeys(keys))
+        out: dict[str, str] = {}
+        with self._errors("get_many"):
+            for chunk in _chunks(unique):
+                pipe = self._redis().pipeline(transaction=False)
+                for key in chunk:
+                    pipe.hmget(self._e(key), ["v", "x"])
+                for key, (value, expires) in zip(chunk, pipe.execute(), strict=True):
+                    live = self._live(value, expires, now)
+                    if live is not None:
+                        out[key] = live
+        return out
+
+    def set(
+        self,
+        key: str,
+        value: str,
+        *,
+        namespace: str,
+        expires_at: float | None,
+        tags: Sequence[str] = (),
+        now: float,
+    ) -> None:
+        """Store ``value`` under ``key``, replacing any earlier record and its tags.
+
+        A record already expired at ``now`` is not written, and any earlier record under
+        ``key`` is deleted, so the key reads as absent afterwards.
+        """
+        ttl_ms: int | None = None
+        if expires_at is not None:
+            remaining = expires_at - now
+            if remaining <= 0:
+                self.delete([key])
+                return
+            ttl_ms = max(1, math.ceil(remaining * 1000))
+        new_tags = list(dict.fromkeys(tags))
+        with self._errors("set", key):
+            client = self._redis()
+            read = client.pipeline(transaction=False)
+            read.smembers(self._kt(key))
+            read.hget(self._e(key), "n")
+            old_tags_raw, old_ns_raw = read.execute()
+            old_tags = {_text(t) for t in old_tags_raw}
+            old_ns = None if old_ns_raw is None else _text(old_ns_raw)
+
+            pipe = client.pipeline(transaction=True)
+            for tag in old_tags.difference(new_tags):
+                pipe.srem(self._t(tag), key)
+            if old_ns is not None and old_ns != namespace:
+                pipe.srem(self._ns(namespace=old_ns), key)
+            pipe.delete(self._e(key), self._kt(key))
+            fields = {"v": value, "n": namespace}
+            if expires_at is not None:
+                fields["x"] = repr(float(expires_at))
+            pipe.hset(self._e(key), mapping=fields)
+            if ttl_ms is not None:
+                pipe.pexpire(self._e(key), ttl_ms)
+            if new_tags:
+                pipe.sadd(self._kt(key), *new_tags)
+                if ttl_ms is not None:
+                    pipe.pexpire(self._kt(key), ttl_ms)
+                for tag in new_tags:
+                    pipe.sadd(self._t(tag), key)
+            pipe.sadd(self._ns(namespace), key)
+            pipe.sadd(self._prefix + "namespaces", namespace)
+            pipe.execute()
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Delete records and their tag-index rows; return how many records existed."""
+        unique = list(dict.fromkeys(keys))
+        removed = 0
+        with self._errors("delete"):
+            for chunk in _chunks(unique):
+                removed += self._delete_chunk(chunk)
+        return removed
+
+    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
+        """Up to ``limit`` keys that carry ``tag``; stale index rows are pruned on the way."""
+        if limit <= 0:
+            return []
+        out: dict[str, None] = {}  # SSCAN may repeat a member
+        step = min(limit, _CHUNK)
+        with self._errors("keys_for_tag"):
+            batch: list[str] = []
+            for raw in self._redis().sscan_iter(self._t(tag), count=step):
+                batch.append(_text(raw))
+                if len(batch) >= step:
+                    out.update(dict.fromkeys(self._verify_tagged(tag, batch)))
+                    batch = []
+                    if len(out) >= limit:
+                        break
+            else:
+                if batch:
+                    out.update(dict.fromkeys(self._verify_tagged(tag, batch)))
+        return list(out)[:limit]
+
+    def clear(self, namespace: str | None = None) -> int:
+        """Delete every record (of ``namespace`` if given); return how many were deleted.
+
+        Counters are kept.
+        """
+        with self._errors("clear"):
+            if namespace is None:
+                return self._clear_all()
+            client = self._redis()
+            members = [_text(m) for m in client.sscan_iter(self._ns(namespace), count=_CHUNK)]
+            removed = 0
+            for chunk in _chunks(list(dict.fromkeys(members))):
+                pipe = client.pipeline(transaction=False)
+                for key in chunk:
+                    pipe.hget(self._e(key), "n")
+                owners = pipe.execute()
+                mine = [
+                    k
+                    for k, n in zip(chunk, owners, strict=True)
+                    if n is not None and _text(n) == namespace
+                ]
+                stale = set(chunk).difference(mine)  # expired, or moved to another namespace
+                removed += self._delete_chunk(mine)
+                if stale:
+                    client.srem(self._ns(namespace), *stale)
+            return removed
+
+    def count(self, namespace: str | None = None) -> int:
+        """About how many records are stored (of ``namespace`` if given).
+
+        Approximate: a record that expired natively is counted until its namespace is
+        cleared.
+        """
+        with self._errors("count"):
+            client = self._redis()
+            if namespace is not None:
+                return int(client.scard(self._ns(namespace)))
+            names = [_text(n) for n in client.smembers(self._prefix + "namespaces")]
+            pipe = client.pipeline(transaction=False)
+            for name in names:
+                pipe.scard(self._ns(name))
+            return sum(int(n) for n in pipe.execute()) if names else 0
+
+    # -- counters ----------------------------------------------------------------------
+
+    def incr(self, counter: str) -> int:
+        """Atomically add one to ``counter`` and return the new value."""
+        with self._errors("incr"):
+            return int(self._redis().incr(self._c(counter)))
+
+    def get_counter(self, counter: str) -> int:
+        """The counter's value; 0 if it was never incremented."""
+        with self._errors("get_counter"):
+            value = self._redis().get(self._c(counter))
+        return 0 if value is None else int(value)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the client if this store created it; a client passed in is left open."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            with self._errors("close"):
+                client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "client" if not self._owns_client else repr(self._url)
+        return f"RedisStore({where}, prefix={self._prefix!r})"
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _e(self, key: str) -> str:
+        return f"{self._prefix}e:{key}"
+
+    def _kt(self, key: str) -> str:
+        return f"{self._prefix}kt:{key}"
+
+    def _t(self, tag: str) -> str:
+        return f"{self._prefix}t:{tag}"
+
+    def _ns(self, namespace: str) -> str:
+        return f"{self._prefix}ns:{namespace}"
+
+    def _c(self, counter: str) -> str:
+        return f"{self._prefix}c:{counter}"
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            self._client = self._redis_module.Redis.from_url(self._url, decode_responses=True)
+        return self._client
+
+    @contextmanager
+    def _errors(self, op: str, key: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except self._error as exc:
+            endpoint = None if not self._owns_client else self._url
+            raise BackendError(
+                f"Redis {op} failed: {exc}", layer="exact", key=key, endpoint=endpoint
+            ) from exc
+
+    @staticmethod
+    def _live(value: object, expires: object, now: float) -> str | None:
+        if value is None:
+            return None
+        if expires is not None and float(_text(expires)) <= now:
+            return None
+        return _text(value)
+
+    def _delete_chunk(self, keys: Sequence[str]) -> int:
+        if not keys:
+            return 0
+        client = self._redis()
+        read = client.pipeline(transaction=False)
+        for key in keys:
+            read.smembers(self._kt(key))
+            read.hget(self._e(key), "n")
+        found = read.execute()
+        pipe = client.pipeline(transaction=True)
+        pipe.delete(*(self._e(k) for k in keys))
+        pipe.delete(*(self._kt(k) for k in keys))
+        for i, key in enumerate(keys):
+            for tag in found[2 * i]:
+                pipe.srem(self._t(_text(tag)), key)
+            if found[2 * i + 1] is not None:
+                pipe.srem(self._ns(_text(found[2 * i + 1])), key)
+        return int(pipe.execute()[0])
+
+    def _verify_tagged(self, tag: str, candidates: list[str]) -> list[str]:
+        client = self._redis()
+        pipe = client.pipeline(transaction=False)
+        for key in candidates:
+            pipe.sismember(self._kt(key), tag)
+        flags = pipe.execute()
+        stale = [k for k, ok in zip(candidates, flags, strict=True) if not ok]
+        if stale:
+            client.srem(self._t(tag), *stale)
+        return [k for k, ok in zip(candidates, flags, strict=True) if ok]
+
+    def _clear_all(self) -> int:
+        client = self._redis()
+        counters = self._prefix + "c:"
+        entries = self._prefix + "e:"
+        removed = 0
+        batch: list[str] = []
+
+        def flush() -> int:
+            e_keys = [k for k in batch if k.startswith(entries)]
+            others = [k for k in batch if not k.startswith(entries)]
+            removed = int(client.delete(*e_keys)) if e_keys else 0
+            if others:
+                client.delete(*others)
+            return removed
+
+        for raw in client.scan_iter(match=_glob_escape(self._prefix) + "*", count=1000):
+            name = _text(raw)
+            if name.startswith(counters):
+                continue
+            batch.append(name)
+            if len(batch) >= _CHUNK:
+                removed += flush()
+                batch = []
+        if batch:
+            removed += flush()
+        return removed

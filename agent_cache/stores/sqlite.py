@@ -1,0 +1,363 @@
+"""A SQLite key-value store for the exact layer: the embedded, persistent default."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from agent_cache.errors import BackendError, ConfigurationError
+
+__all__ = ["SQLiteStore"]
+
+_CHUNK = 500  # bound parameters per IN (...) query; well under every SQLite limit
+_BUSY_TIMEOUT_MS = 5000
+_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS entries (
+        key TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        value TEXT NOT NULL,
+        expires_at REAL NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS entries_namespace ON entries(namespace)",
+    "CREATE INDEX IF NOT EXISTS entries_expires_at ON entries(expires_at)",
+    """CREATE TABLE IF NOT EXISTS tags (
+        tag TEXT NOT NULL,
+        key TEXT NOT NULL,
+        PRIMARY KEY (tag, key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS tags_key ON tags(key)",
+    """CREATE TABLE IF NOT EXISTS counters (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+)
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class _Local(threading.local):
+    conn: sqlite3.Connection | None = None
+    generation: int = -1
+    pid: int = -1
+
+
+class SQLiteStore:
+    """A store in one SQLite file, shared safely by threads and processes.
+
+    The database runs in WAL mode with a busy timeout, so several processes can read and
+    write one file. Each thread gets its own connection; every write is one
+    ``BEGIN IMMEDIATE`` transaction. Nothing touches the disk until the first call (the
+    file and its parent directories are created then). Expired records read as absent
+    and are removed by :meth:`purge_expired` or by the next write to the same key.
+    Counters survive :meth:`clear` (namespace versions live there and must only grow).
+    Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
+
+    Args:
+        path: the database file.
+
+    Example:
+        >>> import tempfile, os
+        >>> store = SQLiteStore(os.path.join(tempfile.mkdtemp(), "cache", "exact.db"))
+        >>> store.set("k", '"v"', namespace="default", expires_at=10.0, now=0.0)
+        >>> store.get("k", now=5.0), store.get("k", now=10.0)
+        ('"v"', None)
+        >>> store.close()
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        text = os.fspath(path)
+        if not text or text == ":memory:" or text.startswith("file:"):
+            raise ConfigurationError(
+                f"SQLiteStore needs a file path, got {text!r} (use MemoryStore for memory)"
+            )
+        self._path = Path(text)
+        self._local = _Local()
+        self._lock = threading.Lock()
+        self._conns: list[sqlite3.Connection] = []
+        self._inherited: list[sqlite3.Connection] = []
+        self._generation = 0
+        self._owner_pid = os.getpid()
+        self._schema_ready_pid = -1
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    # -- records -----------------------------------------------------------------------
+
+    def get(self, key: str, now: float) -> str | None:
+        """The value under ``key``, or ``None`` if absent or expired at ``now``."""
+        with self._errors("get", key):
+            row = (
+                self._conn()
+                .execute(
+                    "SELECT value FROM entries WHERE key = ? "
+                    "AND (expires_at IS NULL OR expires_at > ?)",
+                    (key, now),
+                )
+                .fetchone()
+            )
+        return None if row is None else str(row[0])
+
+    def get_many(self, keys: Sequence[str], now: float) -> dict[str, str]:
+        """The live values among ``keys``, read with one query per 500 keys."""
+        unique = list(dict.fromkeys(keys))
+        out: dict[str, str] = {}
+        with self._errors("get_many"):
+            conn = self._conn()
+            for chunk in _chunks(unique):
+                rows = conn.execute(
+                    f"SELECT key, value FROM entries WHERE key IN ({_marks(len(chunk))}) "
+                    "AND (expires_at IS NULL OR expires_at > ?)",
+                    (*chunk, now),
+                ).fetchall()
+                out.update((str(k), str(v)) for k, v in rows)
+        return out
+
+    def set(
+        self,
+        key: str,
+        value: str,
+        *,
+        namespace: str,
+        expires_at: float | None,
+        tags: Sequence[str] = (),
+        now: float,
+    ) -> None:
+        """Store ``value`` under ``key``, replacing any earlier record and its tags.
+
+        A record already expired at ``now`` is not stored, and any earlier record under
+        ``key`` is deleted, so the key reads as absent afterwards.
+        """
+        with self._errors("set", key), self._write() as conn:
+            conn.execute("DELETE FROM tags WHERE key = ?", (key,))
+            if expires_at is not None and expires_at <= now:
+                conn.execute("DELETE FROM entries WHERE key = ?", (key,))
+                return
+            conn.execute(
+                "INSERT INTO entries (key, namespace, value, expires_at, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                "namespace = excluded.namespace, value = excluded.value, "
+                "expires_at = excluded.expires_at, created_at = excluded.created_at",
+                (key, namespace, value, expires_at, now),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO tags (tag, key) VALUES (?, ?)",
+                [(tag, key) for tag in dict.fromkeys(tags)],
+            )
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Delete records and their tag-index rows; return how many records existed."""
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return 0
+        removed = 0
+        with self._errors("delete"), self._write() as conn:
+            for chunk in _chunks(unique):
+                marks = _marks(len(chunk))
+                conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                removed += conn.execute(
+                    f"DELETE FROM entries WHERE key IN ({marks})", chunk
+                ).rowcount
+        return removed
+
+    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag``."""
+        if limit <= 0:
+            return []
+        with self._errors("keys_for_tag"):
+            rows = (
+                self._conn()
+                .execute("SELECT key FROM tags WHERE tag = ? LIMIT ?", (tag, limit))
+                .fetchall()
+            )
+        return [str(row[0]) for row in rows]
+
+    def clear(self, namespace: str | None = None) -> int:
+        """Delete every record (of ``namespace`` if given); return how many were deleted.
+
+        Counters are kept.
+        """
+        with self._errors("clear"), self._write() as conn:
+            if namespace is None:
+                conn.execute("DELETE FROM tags")
+                return int(conn.execute("DELETE FROM entries").rowcount)
+            conn.execute(
+                "DELETE FROM tags WHERE key IN (SELECT key FROM entries WHERE namespace = ?)",
+                (namespace,),
+            )
+            return int(
+                conn.execute("DELETE FROM entries WHERE namespace = ?", (namespace,)).rowcount
+            )
+
+    def count(self, namespace: str | None = None) -> int:
+        """How many records are stored (of ``namespace`` if given).
+
+        Expired records not yet purged are included.
+        """
+        with self._errors("count"):
+            if namespace is None:
+                row = self._conn().execute("SELECT COUNT(*) FROM entries").fetchone()
+            else:
+                row = (
+                    self._conn()
+                    .execute("SELECT COUNT(*) FROM entries WHERE namespace = ?", (namespace,))
+                    .fetchone()
+                )
+        return int(row[0])
+
+    def purge_expired(self, now: float) -> int:
+        """Delete every record expired at ``now`` and its tag rows; return how many."""
+        with self._errors("purge_expired"), self._write() as conn:
+            conn.execute(
+                "DELETE FROM tags WHERE key IN "
+                "(SELECT key FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?)",
+                (now,),
+            )
+            return int(
+                conn.execute(
+                    "DELETE FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                    (now,),
+                ).rowcount
+            )
+
+    # -- counters ----------------------------------------------------------------------
+
+    def incr(self, counter: str) -> int:
+        """Atomically add one to ``counter`` and return the new value."""
+        with self._errors("incr"), self._write() as conn:
+            if _HAS_RETURNING:
+                row = conn.execute(
+                    "INSERT INTO counters (name, value) VALUES (?, 1) "
+                    "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
+                    (counter,),
+                ).fetchone()
+            else:  # SQLite < 3.35: the IMMEDIATE transaction makes the pair atomic
+                conn.execute(
+                    "INSERT OR IGNORE INTO counters (name, value) VALUES (?, 0)", (counter,)
+                )
+                conn.execute("UPDATE counters SET value = value + 1 WHERE name = ?", (counter,))
+                row = conn.execute(
+                    "SELECT value FROM counters WHERE name = ?", (counter,)
+                ).fetchone()
+        return int(row[0])
+
+    def get_counter(self, counter: str) -> int:
+        """The counter's value; 0 if it was never incremented."""
+        with self._errors("get_counter"):
+            row = (
+                self._conn()
+                .execute("SELECT value FROM counters WHERE name = ?", (counter,))
+                .fetchone()
+            )
+        return 0 if row is None else int(row[0])
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection this store opened; a later call reopens lazily."""
+        with self._lock:
+            self._forget_if_forked()
+            conns, self._conns = self._conns, []
+            self._generation += 1
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # closing is best effort
+                pass
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self._path)!r})"
+
+    # -- internals ---------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, op: str, key: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise BackendError(
+                f"SQLite {op} failed on {str(self._path)!r}: {exc}", layer="exact", key=key
+            ) from exc
+        except OSError as exc:  # creating the parent directory
+            raise BackendError(
+                f"cannot open SQLite file {str(self._path)!r}: {exc}", layer="exact", key=key
+            ) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
+    def _conn(self) -> sqlite3.Connection:
+        local = self._local
+        pid = os.getpid()
+        if local.conn is not None and local.generation == self._generation and local.pid == pid:
+            return local.conn
+        # A connection inherited across fork() must not be used (nor closed) here.
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self._path,
+            timeout=_BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            check_same_thread=False,  # so that close() may close it from any thread
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if self._schema_ready_pid != pid:
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.commit()
+                self._schema_ready_pid = pid
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            self._forget_if_forked()
+            self._conns.append(conn)
+            local.conn, local.generation, local.pid = conn, self._generation, pid
+        return conn
+
+    def _forget_if_forked(self) -> None:
+        """After fork(), drop (without closing) the connections the parent opened."""
+        pid = os.getpid()
+        if pid != self._owner_pid:
+            self._inherited.extend(self._conns)  # kept referenced: never finalized here
+            self._conns = []
+            self._owner_pid = pid

@@ -1,0 +1,87 @@
+"""Fixtures that start real services on loopback for the integration tests."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``redis-server`` on a free loopback port, no persistence; stopped at the end.
+
+    Fails (never skips) when the binary is missing: the Redis tests are part of the suite.
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "redis-server is not on PATH; the Redis integration tests need a real server: "
+            "install it (`apt-get install redis-server`, or `make services`)",
+            pytrace=False,
+        )
+    workdir: Path = tmp_path_factory.mktemp("redis")
+    log = workdir / "redis.log"
+    last_error = ""
+    for _attempt in range(3):  # the free port may be taken between probe and bind
+        port = _free_port()
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [
+                    binary,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(workdir),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _redis_answers(port):
+                try:
+                    yield f"redis://127.0.0.1:{port}/0"
+                finally:
+                    _stop(proc)
+                return
+            time.sleep(0.05)
+        _stop(proc)
+        last_error = log.read_text(errors="replace")[-2000:]
+    pytest.fail(f"redis-server did not start on loopback:\n{last_error}", pytrace=False)

@@ -1,0 +1,107 @@
+"""RedisStore against a real redis-server (started by the ``redis_url`` fixture)."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from agent_cache.errors import BackendError
+from agent_cache.stores import RedisStore
+from tests.unit.test_store_conformance import StoreConformance
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[Any]:
+    """A plain client for looking behind the store's back."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test:{uuid.uuid4().hex[:12]}:"
+
+
+class TestRedisStore(StoreConformance):
+    @pytest.fixture(params=["url", "bytes-client"])
+    def store(
+        self, request: pytest.FixtureRequest, redis_url: str, prefix: str
+    ) -> Iterator[RedisStore]:
+        client = None
+        if request.param == "bytes-client":  # a user's client, decode_responses=False
+            client = redis.Redis.from_url(redis_url)
+        store = RedisStore(redis_url, client=client, prefix=prefix)
+        yield store
+        store.clear()
+        store.close()
+        if client is not None:
+            client.close()
+
+    def test_native_ttl_follows_expires_at(self, store: RedisStore, raw: Any) -> None:
+        store.set("k", "1", namespace="ns", expires_at=1030.0, tags=["t"], now=1000.0)
+        assert 29_000 < raw.pttl(f"{store.prefix}e:k") <= 30_000
+        assert 29_000 < raw.pttl(f"{store.prefix}kt:k") <= 30_000
+        store.set("k", "2", namespace="ns", expires_at=None, now=1000.0)
+        assert raw.pttl(f"{store.prefix}e:k") == -1  # overwritten without expiry
+
+    def test_natively_expired_records_leave_no_wrong_answers(
+        self, store: RedisStore, raw: Any
+    ) -> None:
+        store.set("k", "1", namespace="old", expires_at=None, tags=["t"], now=0.0)
+        raw.delete(f"{store.prefix}e:k", f"{store.prefix}kt:k")  # what a native expiry does
+        assert store.get("k", now=0.0) is None
+        assert store.keys_for_tag("t", limit=10) == []  # stale tag row pruned
+        assert raw.scard(f"{store.prefix}t:t") == 0
+        assert store.count("old") == 1  # approximate until the namespace is cleared
+        store.set("k", "2", namespace="new", expires_at=None, now=0.0)
+        assert store.clear("old") == 0
+        assert store.get("k", now=0.0) == "2"
+        assert store.count("old") == 0
+
+    def test_clear_all_leaves_other_prefixes_and_counters(
+        self, store: RedisStore, raw: Any
+    ) -> None:
+        raw.set("unrelated:key", "keep")
+        other = RedisStore(client=raw, prefix=store.prefix + "x[*]?:")
+        try:
+            other.set("k", "other", namespace="ns", expires_at=None, now=0.0)
+            store.set("k", "mine", namespace="ns", expires_at=None, tags=["t"], now=0.0)
+            store.incr("c")
+            assert store.clear() == 1
+            assert raw.get("unrelated:key") == "keep"
+            assert store.get_counter("c") == 1
+            leftovers = [k for k in raw.scan_iter(match=f"{store.prefix}*")]
+            assert f"{store.prefix}c:c" in leftovers
+            assert not [k for k in leftovers if k.startswith(f"{store.prefix}e:")]
+        finally:
+            other.clear()
+            raw.delete("unrelated:key")
+        assert raw.get(f"{store.prefix}c:c") == "1"
+
+    def test_a_client_passed_in_stays_usable(self, redis_url: str, prefix: str) -> None:
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        with RedisStore(client=client, prefix=prefix) as store:
+            store.incr("c")
+        assert client.get(f"{prefix}c:c") == "1"  # the store did not close it
+        client.delete(f"{prefix}c:c")
+        client.close()
+
+
+def test_an_unreachable_server_raises_backend_error() -> None:
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", prefix="p:")
+    with pytest.raises(BackendError) as info:
+        store.get("k", now=0.0)
+    assert info.value.layer == "exact"
+    assert isinstance(info.value.__cause__, redis.RedisError)
+    store.close()
