@@ -85,3 +85,52 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _stop(proc)
         last_error = log.read_text(errors="replace")[-2000:]
     pytest.fail(f"redis-server did not start on loopback:\n{last_error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Chroma server (`chroma run`, from the chromadb package) on loopback."""
+    import os
+    import sys
+    import urllib.request
+
+    binary = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
+    if not Path(binary).exists():
+        pytest.fail("the `chroma` command (package chromadb) is missing", pytrace=False)
+    workdir: Path = tmp_path_factory.mktemp("chroma")
+    port = _free_port()
+    env = dict(os.environ, ANONYMIZED_TELEMETRY="False", CHROMA_TELEMETRY="False")
+    log = (workdir / "chroma.log").open("wb")
+    proc = subprocess.Popen(
+        [binary, "run", "--path", str(workdir / "data"), "--host", "127.0.0.1",
+         "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1):
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        _stop(proc)
+        pytest.fail(f"chroma server did not start: {(workdir / 'chroma.log').read_text()[-2000:]}")
+    if proc.poll() is not None:
+        pytest.fail(f"chroma server exited: {(workdir / 'chroma.log').read_text()[-2000:]}")
+    try:
+        yield url
+    finally:
+        _stop(proc)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def minilm():  # type: ignore[no-untyped-def]
+    """The real bundled all-MiniLM-L6-v2 (loaded once per session, offline)."""
+    from agent_cache.embedders import embedder_from
+
+    return embedder_from("sentence-transformers/all-MiniLM-L6-v2")
