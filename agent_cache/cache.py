@@ -25,7 +25,14 @@ from agent_cache.errors import ConfigurationError, SerializationError
 from agent_cache.guards import check_guards
 from agent_cache.keys import Template, digest, templates_from
 from agent_cache.policy import TtlPolicy, is_cacheable
-from agent_cache.protocols import Embedder, KVStore, Reranker, VectorMatch, VectorStore
+from agent_cache.protocols import (
+    Embedder,
+    KVStore,
+    MetaValue,
+    Reranker,
+    VectorMatch,
+    VectorStore,
+)
 from agent_cache.singleflight import SingleFlight
 from agent_cache.stats import CacheStats, StatsRecorder
 
@@ -217,7 +224,7 @@ class LayeredCache:
         return self.thresholds.get(namespace, self.threshold)
 
     def add_template(self, name: str, patterns: str | Sequence[str]) -> None:
-        """Register a parameterized prompt, e.g. ``add_template("order", "status of order {id}")``."""
+        """Register a parameterized prompt: ``add_template("order", "status of order {id}")``."""
         pats = (patterns,) if isinstance(patterns, str) else tuple(patterns)
         self.templates.append(Template(name, pats))
 
@@ -542,7 +549,9 @@ class LayeredCache:
         out: list[str] = []
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
-            ids, texts, metas = [], [], []
+            ids: list[str] = []
+            texts: list[str] = []
+            metas: list[dict[str, MetaValue]] = []
             for req, response in chunk:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)

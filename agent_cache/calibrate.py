@@ -132,8 +132,10 @@ def evaluate_pairs(
     """
     clusters = _Clusters(pairs)
     stored = list(dict.fromkeys(p.a for p in pairs))
+
     def embed(texts: list[str]) -> np.ndarray:
-        parts = [embedder.embed(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+        step = batch_size
+        parts = [embedder.embed(texts[i : i + step]) for i in range(0, len(texts), step)]
         return np.vstack(parts).astype(np.float32)
 
     store_vecs = embed(stored)

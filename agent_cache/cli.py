@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
     bench.add_argument("suite", choices=["core"], help="which benchmark")
     bench.add_argument("--out", default="docs/benchmarks.md")
-    bench.add_argument("--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)")
+    bench.add_argument(
+        "--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)"
+    )
     bench.add_argument("--pairs", type=int, default=5000, help="pairs sampled for the QQP curve")
     bench.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     bench.set_defaults(func=_cmd_bench)

@@ -106,7 +106,7 @@ class SingleFlight:
                     flight.waiters.append((loop, fut))
             try:
                 await asyncio.wait_for(fut, self.timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return await fn(), True
             return flight.outcome(), False
         try:

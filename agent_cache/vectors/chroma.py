@@ -1,0 +1,357 @@
+"""A :class:`~agent_cache.protocols.VectorStore` on Chroma: embedded, server, or yours.
+
+We always pass embeddings ourselves, so the collection is opened with
+``embedding_function=None`` and Chroma's default embedding function (an ONNX model it
+would download on first use) is never called. Results always equal those of a k-NN
+search filtered by scope and expiry *inside* Chroma (a ``where`` clause); a cheaper
+unfiltered search is tried first where it provably gives the same answer (see
+:meth:`ChromaVectorStore.query`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
+from agent_cache.protocols import MetaValue, Vector, VectorMatch
+
+__all__ = ["ChromaVectorStore"]
+
+#: How ``expires_at = inf`` is stored (Chroma metadata cannot hold infinity).
+NEVER = 1e18
+_PAGE = 1000
+_COLLECTION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9._-]{1,510})[a-zA-Z0-9]")
+
+
+def _import_chromadb() -> Any:
+    try:
+        import chromadb
+        import chromadb.config
+    except ImportError as exc:
+        raise MissingDependencyError("chromadb", "chroma", feature="ChromaVectorStore") from exc
+    return chromadb
+
+
+def _to_chroma(meta: Mapping[str, MetaValue]) -> dict[str, MetaValue]:
+    out: dict[str, MetaValue] = {}
+    for key, value in meta.items():
+        if value is None:
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigurationError(
+                f"metadata {key!r} must be str, int, float or bool, got {type(value).__name__}",
+                layer="semantic",
+            )
+        out[key] = value
+    if not isinstance(out.get("scope"), str):
+        raise ConfigurationError("every vector needs a str 'scope'", layer="semantic")
+    expires = out.get("expires_at", math.inf)
+    if isinstance(expires, str):
+        raise ConfigurationError(f"expires_at must be a number, got {expires!r}")
+    out["expires_at"] = NEVER if float(expires) >= NEVER else float(expires)
+    return out
+
+
+def _from_chroma(meta: Mapping[str, Any] | None) -> dict[str, MetaValue]:
+    out = dict(meta or {})
+    expires = out.get("expires_at")
+    if isinstance(expires, int | float) and not isinstance(expires, bool) and expires >= NEVER:
+        out["expires_at"] = math.inf
+    return out
+
+
+def _http_sessions(client: Any) -> list[Any]:
+    """The ``httpx.Client`` sessions behind a chromadb ``HttpClient``.
+
+    chromadb 1.5's ``Client.close()`` does not close them (chroma-core/chroma#2702), and
+    its internal admin client holds a second one; we close both for clients we created.
+    """
+    sessions = []
+    for owner in (client, getattr(client, "_admin_client", None)):
+        session = getattr(getattr(owner, "_server", None), "_session", None)
+        if callable(getattr(session, "close", None)):
+            sessions.append(session)
+    return sessions
+
+
+def _live(meta: Mapping[str, Any] | None, scope: str, now: float) -> bool:
+    if not meta or meta.get("scope") != scope:
+        return False
+    expires = meta.get("expires_at")
+    return isinstance(expires, int | float) and float(expires) > now
+
+
+class ChromaVectorStore:
+    """Vectors in a Chroma collection (cosine space), filtered by scope and expiry.
+
+    Exactly one backend is used: ``client`` (yours; never closed by us), else ``url``
+    (a Chroma server through ``chromadb.HttpClient``), else ``path`` (an embedded
+    ``PersistentClient``), else an in-memory ``EphemeralClient``. The client and the
+    collection are created on first use, not in the constructor. Telemetry is off for
+    clients we create. Chroma failures are raised as
+    :class:`~agent_cache.errors.BackendError` with ``layer="semantic"``.
+
+    Args:
+        path: Directory of an embedded, persistent Chroma database.
+        url: A Chroma server, e.g. ``"http://127.0.0.1:8000"``.
+        client: A ready Chroma client to use instead.
+        collection: Collection name.
+        overfetch: Unfiltered candidates per requested result tried before the
+            ``where``-filtered search (see :meth:`query`); ``0`` always filters in Chroma.
+
+    Example:
+        >>> store = ChromaVectorStore(path=".agent_cache/chroma")   # nothing opened yet
+        >>> store.collection_name
+        'agent_cache'
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        url: str | None = None,
+        client: Any = None,
+        collection: str = "agent_cache",
+        overfetch: int = 20,
+    ) -> None:
+        if sum(x is not None for x in (path, url, client)) > 1:
+            raise ConfigurationError("pass at most one of path, url and client")
+        if not _COLLECTION_NAME.fullmatch(collection):
+            raise ConfigurationError(
+                f"a Chroma collection name needs 3-512 characters from [a-zA-Z0-9._-], "
+                f"starting and ending with a letter or digit; got {collection!r}"
+            )
+        if overfetch < 0:
+            raise ConfigurationError(f"overfetch must be >= 0, got {overfetch}")
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigurationError(f"not a Chroma server URL: {url!r}", endpoint=url)
+        self.path = path
+        self.url = url
+        self.collection_name = collection
+        self.overfetch = overfetch
+        self._client: Any = client
+        self._owns_client = client is None
+        self._collection: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- connection -----------------------------------------------------------------
+
+    def _make_client(self) -> Any:
+        chromadb = _import_chromadb()
+        settings = chromadb.config.Settings(anonymized_telemetry=False)
+        if self.url is not None:
+            parts = urlsplit(self.url)
+            ssl = parts.scheme == "https"
+            port = parts.port or (443 if ssl else 8000)
+            return chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=settings)
+        if self.path is not None:
+            return chromadb.PersistentClient(path=self.path, settings=settings)
+        return chromadb.EphemeralClient(settings=settings)
+
+    def _coll(self) -> Any:
+        collection = self._collection
+        if collection is not None:
+            return collection
+        with self._lock:
+            if self._closed:
+                raise BackendError("the Chroma store is closed", layer="semantic")
+            if self._collection is None:
+                try:
+                    if self._client is None:
+                        self._client = self._make_client()
+                    self._collection = self._client.get_or_create_collection(
+                        name=self.collection_name,
+                        configuration={"hnsw": {"space": "cosine"}},
+                        embedding_function=None,  # we always pass embeddings
+                    )
+                except MissingDependencyError:
+                    raise
+                except Exception as exc:
+                    raise BackendError(
+                        f"cannot open Chroma collection {self.collection_name!r}: {exc}",
+                        layer="semantic",
+                        endpoint=self.url or self.path,
+                    ) from exc
+            return self._collection
+
+    def _fail(self, action: str, exc: Exception) -> BackendError:
+        return BackendError(
+            f"Chroma {action} failed: {exc}", layer="semantic", endpoint=self.url or self.path
+        )
+
+    def _batch_size(self) -> int:
+        try:
+            return max(1, int(self._client.get_max_batch_size()))
+        except Exception:
+            return _PAGE
+
+    # -- VectorStore ----------------------------------------------------------------
+
+    def add(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Vector] | Vector,
+        metadatas: Sequence[Mapping[str, MetaValue]],
+    ) -> None:
+        """Upsert vectors; each metadata mapping must carry ``scope``.
+
+        Re-adding an id replaces its vector and the metadata keys given; Chroma's upsert
+        merges metadata, so a key absent from the new mapping keeps its old value.
+        """
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim == 1 and len(ids) == 1:
+            matrix = matrix.reshape(1, -1)
+        if matrix.ndim != 2 or matrix.shape[0] != len(ids) or len(metadatas) != len(ids):
+            raise ConfigurationError(
+                "ids, vectors and metadatas must have the same length", layer="semantic"
+            )
+        if not ids:
+            return
+        metas = [_to_chroma(m) for m in metadatas]
+        last = {id_: i for i, id_ in enumerate(ids)}  # Chroma rejects repeated ids in a batch
+        if len(last) != len(ids):
+            keep = sorted(last.values())
+            ids, matrix, metas = [ids[i] for i in keep], matrix[keep], [metas[i] for i in keep]
+        collection = self._coll()
+        step = self._batch_size()
+        try:
+            for start in range(0, len(ids), step):
+                end = start + step
+                collection.upsert(
+                    ids=list(ids[start:end]),
+                    embeddings=matrix[start:end],
+                    metadatas=metas[start:end],
+                )
+        except Exception as exc:
+            raise self._fail("upsert", exc) from exc
+
+    def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
+        """The ``k`` most similar unexpired vectors of ``scope``, best first.
+
+        With ``overfetch`` > 0, the nearest ``k * overfetch`` (at least 100) vectors of the
+        whole collection are fetched first; if at least ``k`` of them are in ``scope`` and
+        unexpired (or the fetch covered the whole collection), those are exactly the top
+        ``k`` a filtered search would return, since every other in-scope vector is farther
+        away. Otherwise (a small scope crowded out by others) the query is re-run with the
+        ``where`` filter inside Chroma's k-NN, so no match is ever lost to crowding. The
+        first step avoids Chroma's cost of a non-selective ``where``, which grows with the
+        number of matching rows (chroma-core/chroma#7092).
+        """
+        if k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        collection = self._coll()
+        now = float(now)
+        try:
+            if self.overfetch > 0:
+                fetch = min(max(k * self.overfetch, 100), 1000)
+                rows = self._rows(
+                    collection.query(
+                        query_embeddings=query,
+                        n_results=fetch,
+                        include=["metadatas", "distances"],
+                    )
+                )
+                kept = [row for row in rows if _live(row[2], scope, now)]
+                if len(kept) >= k or len(rows) < fetch:
+                    return self._matches(kept[:k])
+            rows = self._rows(
+                collection.query(
+                    query_embeddings=query,
+                    n_results=k,
+                    where={"$and": [{"scope": scope}, {"expires_at": {"$gt": now}}]},
+                    include=["metadatas", "distances"],
+                )
+            )
+        except Exception as exc:
+            raise self._fail("query", exc) from exc
+        return self._matches(rows)
+
+    @staticmethod
+    def _rows(result: Mapping[str, Any]) -> list[tuple[str, float, Mapping[str, Any] | None]]:
+        ids = (result.get("ids") or [[]])[0]
+        distances = (result.get("distances") or [[]])[0] or []
+        metadatas = (result.get("metadatas") or [[]])[0] or [None] * len(ids)
+        rows = [
+            (str(id_), float(dist), meta)
+            for id_, dist, meta in zip(ids, distances, metadatas, strict=True)
+        ]
+        rows.sort(key=lambda row: row[1])
+        return rows
+
+    @staticmethod
+    def _matches(rows: Sequence[tuple[str, float, Mapping[str, Any] | None]]) -> list[VectorMatch]:
+        return [
+            VectorMatch(id_, min(1.0, max(0.0, 1.0 - dist)), _from_chroma(meta))
+            for id_, dist, meta in rows
+        ]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove vectors by id; unknown ids are ignored."""
+        if not ids:
+            return
+        collection = self._coll()
+        step = self._batch_size()
+        try:
+            for start in range(0, len(ids), step):
+                collection.delete(ids=list(ids[start : start + step]))
+        except Exception as exc:
+            raise self._fail("delete", exc) from exc
+
+    def clear(self, namespace: str | None = None) -> None:
+        """Remove everything, or only vectors whose metadata ``namespace`` matches."""
+        collection = self._coll()
+        try:
+            if namespace is not None:
+                collection.delete(where={"namespace": namespace})
+                return
+            while True:
+                page = collection.get(limit=_PAGE, include=[])["ids"]
+                if not page:
+                    return
+                collection.delete(ids=list(page))
+        except Exception as exc:
+            raise self._fail("clear", exc) from exc
+
+    def count(self) -> int:
+        """How many vectors the collection holds (expired ones included until deleted)."""
+        collection = self._coll()
+        try:
+            return int(collection.count())
+        except Exception as exc:
+            raise self._fail("count", exc) from exc
+
+    def close(self) -> None:
+        """Release a client we created; a client passed in is left open. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._collection = None
+            client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            sessions = _http_sessions(client) if self.url is not None else []
+            close = getattr(client, "close", None)
+            try:
+                if callable(close):
+                    close()
+                for session in sessions:
+                    session.close()
+            except Exception as exc:
+                raise self._fail("close", exc) from exc
+
+    def __enter__(self) -> ChromaVectorStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
