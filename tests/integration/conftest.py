@@ -134,3 +134,13 @@ def minilm():  # type: ignore[no-untyped-def]
     from agent_cache.embedders import embedder_from
 
     return embedder_from("sentence-transformers/all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[str]:
+    """A real local model (SmolLM2-135M on llama.cpp's OpenAI-compatible server) for the
+    whole session; yields its base URL (``http://127.0.0.1:PORT/v1``)."""
+    from agent_cache.local_llm import LocalLlamaServer
+
+    with LocalLlamaServer(n_ctx=2048) as srv:
+        yield srv.base_url
