@@ -268,7 +268,7 @@ class LayeredCache:
             if m.score < threshold:
                 continue
             refused = check_guards(
-                req.normalized,
+                req.prompt,
                 str(m.metadata.get("text", "")),
                 case_sensitive=req.namespace in self.case_sensitive,
             )
@@ -332,7 +332,7 @@ class LayeredCache:
                 "scope": keys.scope,
                 "namespace": req.namespace,
                 "key": keys.primary,
-                "text": req.normalized[:2000],
+                "text": req.prompt[:2000],
                 "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
             }
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
@@ -575,7 +575,7 @@ class LayeredCache:
                             "scope": keys.scope,
                             "namespace": namespace,
                             "key": keys.primary,
-                            "text": req.normalized[:2000],
+                            "text": req.prompt[:2000],
                             "expires_at": rq.NO_EXPIRY if sem is None else sem,
                         }
                     )

@@ -119,3 +119,19 @@ def test_errors_and_empty_answers_are_not_cacheable() -> None:
         assert not is_cacheable(v), v
     for v in ("ok", {"text": "ok"}, [1], 0, False):
         assert is_cacheable(v), v
+
+
+def test_entity_and_opposite_guards() -> None:
+    from agent_cache.guards import entities
+
+    assert entities("How do I fly from Boston to NYC? Tell me.") == {"boston", "nyc"}
+    assert check_guards("Flights from Boston to Denver", "Flights from Boston to Chicago") == (
+        "entities"
+    )
+    # entities are matched case-insensitively against the other text's words
+    assert check_guards("best movies in Hollywood", "Best hollywood movies") == ""
+    assert check_guards("How do I cancel an order?", "How do I create an order?") == "opposites"
+    assert check_guards("pros of remote work", "cons of remote work") == "opposites"
+    assert check_guards("how do I sell shares", "how can I sell my shares") == ""
+    assert check_guards("print(X)", "print(x)", case_sensitive=True) == "case"
+    assert check_guards("print(X)", "print(x)") == ""
