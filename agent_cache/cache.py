@@ -7,12 +7,14 @@ sync and async methods.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import random
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
 _POLICIES = ("use", "bypass", "no_store", "refresh")
+_LOCK_POLL_S = 0.05
 T = TypeVar("T")
 
 
@@ -621,7 +624,9 @@ class LayeredCache:
             return hit.response
         tag_list = tuple(tags)
 
-        def run() -> Any:
+        flight_key = self._flight_key(req)
+
+        def compute_and_store() -> Any:
             started = time.perf_counter()
             value = compute()
             self._stats.latency("model", time.perf_counter() - started)
@@ -631,7 +636,26 @@ class LayeredCache:
                            template_version=template_version, ttl=ttl, tags=tag_list, tokens=n)
             return value
 
-        value, ran = self._flight.do(self._flight_key(req), run)
+        def run() -> Any:
+            lock = self._cross_process_lock(flight_key)
+            if lock is None:
+                return compute_and_store()
+            name, token = lock
+            if token is None:  # another process computes: wait for its write, then degrade
+                deadline = time.monotonic() + self._flight.timeout
+                while time.monotonic() < deadline:
+                    time.sleep(_LOCK_POLL_S)
+                    hit = self._peek(req)
+                    if hit is not None:
+                        self._stats.incr("coalesced")
+                        return hit.response
+                return compute_and_store()
+            try:
+                return compute_and_store()
+            finally:
+                self._unlock(name, token)
+
+        value, ran = self._flight.do(flight_key, run)
         if not ran:
             self._stats.incr("coalesced")
         return value
@@ -660,7 +684,9 @@ class LayeredCache:
             return hit.response
         tag_list = tuple(tags)
 
-        async def run() -> Any:
+        flight_key = self._flight_key(req)
+
+        async def compute_and_store() -> Any:
             started = time.perf_counter()
             value = await compute()
             self._stats.latency("model", time.perf_counter() - started)
@@ -671,10 +697,67 @@ class LayeredCache:
                                   tokens=n)
             return value
 
-        value, ran = await self._flight.ado(self._flight_key(req), run)
+        async def run() -> Any:
+            lock = await asyncio.to_thread(self._cross_process_lock, flight_key)
+            if lock is None:
+                return await compute_and_store()
+            name, token = lock
+            if token is None:
+                deadline = time.monotonic() + self._flight.timeout
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(_LOCK_POLL_S)
+                    hit = await asyncio.to_thread(self._peek, req)
+                    if hit is not None:
+                        self._stats.incr("coalesced")
+                        return hit.response
+                return await compute_and_store()
+            try:
+                return await compute_and_store()
+            finally:
+                await asyncio.to_thread(self._unlock, name, token)
+
+        value, ran = await self._flight.ado(flight_key, run)
         if not ran:
             self._stats.incr("coalesced")
         return value
+
+    def _cross_process_lock(self, flight_key: str) -> tuple[str, str | None] | None:
+        """Single-flight across processes on a shared store (SQLite file, Redis).
+
+        ``None``: the store has no locks (memory), or it failed (degrade to computing).
+        ``(name, token)``: we hold the lock; ``(name, None)``: another process holds it.
+        """
+        try_lock = getattr(self.kv_store, "try_lock", None)
+        if try_lock is None:
+            return None
+        name = f"flight:{flight_key}"
+        token = uuid.uuid4().hex
+        try:
+            held = try_lock(name, token, self._flight.timeout)
+        except Exception as exc:
+            self._failed(exc, "lock")
+            return None
+        return name, token if held else None
+
+    def _unlock(self, name: str, token: str) -> None:
+        try:
+            self.kv_store.unlock(name, token)  # type: ignore[attr-defined]
+        except Exception as exc:
+            self._failed(exc, "unlock")
+
+    def _peek(self, req: rq.Request) -> CacheHit | None:
+        """The exact/template record another process may just have written (no stats)."""
+        try:
+            version = self.kv_store.get_counter(rq.version_counter(req.namespace))
+            key = rq.keys_for(req, version).primary
+            raw = self.kv_store.get(key, self.clock())
+            if raw is None:
+                return None
+            record = rq.decode_record(raw, key)
+        except Exception as exc:
+            self._failed(exc, "lookup")
+            return None
+        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key)
 
     # ------------------------------------------------------------------ invalidation
     def _invalidate_flow(self, tags: Sequence[str], batch_size: int, pause: float) -> Flow[int]:

@@ -257,6 +257,26 @@ class RedisStore:
             value = self._redis().get(self._c(counter))
         return 0 if value is None else int(value)
 
+    # -- locks (single-flight across processes) ---------------------------------------
+
+    _UNLOCK = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+        "else return 0 end"
+    )
+
+    def try_lock(self, name: str, token: str, ttl: float) -> bool:
+        """``SET lock NX PX``: take the named lock unless another holder has it."""
+        with self._errors("try_lock"):
+            ok = self._redis().set(
+                f"{self._prefix}l:{name}", token, nx=True, px=max(1, int(ttl * 1000))
+            )
+        return bool(ok)
+
+    def unlock(self, name: str, token: str) -> None:
+        """Release the lock if ``token`` still holds it (compare-and-delete in Lua)."""
+        with self._errors("unlock"):
+            self._redis().eval(self._UNLOCK, 1, f"{self._prefix}l:{name}", token)
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,11 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS counters (
         name TEXT PRIMARY KEY,
         value INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS locks (
+        name TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        expires_at REAL NOT NULL
     )""",
 )
 
@@ -267,6 +273,24 @@ class SQLiteStore:
                 .fetchone()
             )
         return 0 if row is None else int(row[0])
+
+    # -- locks (single-flight across processes) ---------------------------------------
+
+    def try_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Take the named lock for ``ttl`` seconds (wall clock) unless another holder has it."""
+        now = time.time()
+        with self._errors("try_lock"), self._write() as conn:
+            conn.execute("DELETE FROM locks WHERE name = ? AND expires_at <= ?", (name, now))
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO locks (name, token, expires_at) VALUES (?, ?, ?)",
+                (name, token, now + ttl),
+            )
+            return cur.rowcount == 1
+
+    def unlock(self, name: str, token: str) -> None:
+        """Release the lock if ``token`` still holds it."""
+        with self._errors("unlock"), self._write() as conn:
+            conn.execute("DELETE FROM locks WHERE name = ? AND token = ?", (name, token))
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -105,3 +105,16 @@ def test_an_unreachable_server_raises_backend_error() -> None:
     assert info.value.layer == "exact"
     assert isinstance(info.value.__cause__, redis.RedisError)
     store.close()
+
+
+def test_redis_lock_is_exclusive_and_compare_and_delete(redis_url: str) -> None:
+    from agent_cache.stores import RedisStore
+
+    store = RedisStore(redis_url, prefix="locktest:")
+    assert store.try_lock("x", "a", ttl=60)
+    assert not store.try_lock("x", "b", ttl=60)
+    store.unlock("x", "b")
+    assert not store.try_lock("x", "b", ttl=60)
+    store.unlock("x", "a")
+    assert store.try_lock("x", "b", ttl=60)
+    store.close()
