@@ -1,0 +1,295 @@
+"""``AgentCache``: a LangChain ``BaseCache`` over the core's ``LayeredCache``.
+
+Use it globally (``set_llm_cache(AgentCache())``) or per model (``ChatOpenAI(cache=...)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, Generation
+
+from agent_cache import CacheHit, ConfigurationError, LayeredCache, SerializationError
+from langchain_agent_cache._chat import (
+    ENDPOINT_FIELDS,
+    mark_hit,
+    model_identity,
+    split_prompt,
+    temperature_of,
+)
+from langchain_agent_cache._codec import Uncacheable, decode_generations, encode_generations
+
+__all__ = ["AgentCache", "CachedResult", "Sampling"]
+
+log = logging.getLogger("agent_cache.langchain")
+
+Sampling = Literal["cache", "skip", "n_samples"]
+_SAMPLING = ("cache", "skip", "n_samples")
+_RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    """A hit: the generations to serve and where they came from (layer, score, key)."""
+
+    generations: list[Generation]
+    hit: CacheHit
+
+
+@dataclass(frozen=True)
+class _Plan:
+    question: str
+    context: dict[str, Any] | None
+    llm_string: str  # the model identity the core keys on
+    mode: str  # "cache" | "skip" | "n_samples" for this call
+
+
+def _worth_storing(generations: Sequence[Generation]) -> bool:
+    """False for empty answers (no text, no tool calls): those are failures, not answers."""
+    for gen in generations:
+        if gen.text.strip():
+            return True
+        if isinstance(gen, ChatGeneration) and isinstance(gen.message, AIMessage):
+            msg = gen.message
+            if msg.tool_calls or msg.invalid_tool_calls or msg.additional_kwargs or (
+                isinstance(msg.content, list) and msg.content
+            ):
+                return True
+    return False
+
+
+def _tokens(generations: Sequence[Generation]) -> int | None:
+    total = 0
+    for gen in generations:
+        if isinstance(gen, ChatGeneration) and isinstance(gen.message, AIMessage):
+            usage = gen.message.usage_metadata
+            if usage:
+                total += int(usage.get("total_tokens", 0))
+    return total or None
+
+
+class AgentCache(BaseCache):
+    """A LangChain LLM cache backed by the layered exact + semantic cache.
+
+    Every generation is stored (chat generations with ``tool_calls``, structured output
+    and ``usage_metadata`` intact) as JSON via ``langchain_core.load``, never pickle. For
+    chat prompts the semantic layer embeds only the last human message; the system
+    prompt, earlier turns, tool results and ``llm_string`` (model, bound tools,
+    temperature, stop) form the scope, an exact filter, so the same follow-up question in
+    two different conversations is a miss, not a wrong hit.
+
+    Args:
+        cache: the core cache to use; ``None`` builds one from ``**layered``.
+        namespace: the core namespace (own threshold, version and invalidation).
+        sampling: what to do when the call samples (temperature > 0): ``"cache"`` (the
+            default: cache as usual), ``"skip"`` (neither read nor write), or
+            ``"n_samples"`` (keep up to ``n_samples`` answers, miss until there are that
+            many, then rotate among them: self-consistency keeps its diversity).
+        n_samples: how many answers ``"n_samples"`` keeps.
+        ttl: seconds an entry stays valid (``None``: the core's TTL policy).
+        tags: tags on every entry, for ``LayeredCache.invalidate``.
+        mark_hits: put ``response_metadata["agent_cache"]`` (layer, score) on served chat
+            messages and report zero ``usage_metadata`` for them.
+        ignore_fields: constructor fields of a serialized model left out of its identity
+            (default: endpoint URL, API keys, timeouts, retries, HTTP clients), so replicas
+            of one model behind different URLs share entries. ``frozenset()`` keeps all.
+        **layered: arguments for a new ``LayeredCache`` (``path``, ``reranker``, ...)
+            when ``cache`` is not given.
+
+    Example:
+        >>> from langchain_core.globals import set_llm_cache
+        >>> set_llm_cache(AgentCache(path=".agent_cache"))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        cache: LayeredCache | None = None,
+        *,
+        namespace: str = "default",
+        sampling: Sampling = "cache",
+        n_samples: int = 3,
+        ttl: float | None = None,
+        tags: Sequence[str] = (),
+        mark_hits: bool = True,
+        ignore_fields: frozenset[str] = ENDPOINT_FIELDS,
+        **layered: Any,
+    ) -> None:
+        if cache is not None and layered:
+            raise ConfigurationError("pass either cache= or LayeredCache arguments, not both")
+        if sampling not in _SAMPLING:
+            raise ConfigurationError(f"sampling must be one of {_SAMPLING}, not {sampling!r}")
+        if n_samples < 1:
+            raise ConfigurationError("n_samples must be >= 1")
+        if cache is not None and not isinstance(cache, LayeredCache):
+            raise ConfigurationError(
+                f"cache must be a LayeredCache, not {type(cache).__name__}"
+            )
+        self.layered: LayeredCache = cache if cache is not None else LayeredCache(**layered)
+        self._owns = cache is None
+        self.namespace = namespace
+        self.sampling = sampling
+        self.n_samples = n_samples
+        self.ttl = ttl
+        self.tags = tuple(tags)
+        self.mark_hits = mark_hits
+        self.ignore_fields = frozenset(ignore_fields)
+        self._turns: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        # Stable on purpose: a model's llm_string may embed it (landscape #4).
+        return f"AgentCache(namespace={self.namespace!r}, sampling={self.sampling!r})"
+
+    # ------------------------------------------------------------------ pure helpers
+    def _plan(self, prompt: str, llm_string: str) -> _Plan:
+        split = split_prompt(prompt)
+        temperature = temperature_of(llm_string)
+        sampled = temperature is not None and temperature > 0
+        return _Plan(
+            split.question,
+            split.context,
+            model_identity(llm_string, self.ignore_fields),
+            self.sampling if sampled else "cache",
+        )
+
+    def _result(self, hit: CacheHit | None, plan: _Plan) -> CachedResult | None:
+        if hit is None:
+            return None
+        try:
+            generations = self._pick(hit, plan)
+        except (SerializationError, KeyError, TypeError, ValueError) as exc:
+            log.warning("agent-cache: unreadable LLM entry %s served as a miss: %s", hit.key, exc)
+            return None
+        if generations is None:
+            return None
+        if self.mark_hits:
+            generations = mark_hit(generations, hit)
+        return CachedResult(generations, hit)
+
+    def _pick(self, hit: CacheHit, plan: _Plan) -> list[Generation] | None:
+        record = hit.response
+        if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
+            raise SerializationError("not an LLM entry written by AgentCache", key=hit.key)
+        samples = record.get("samples") or [record["generations"]]
+        if plan.mode != "n_samples":
+            return decode_generations(samples[0])
+        if len(samples) < self.n_samples:
+            return None  # collect more answers first
+        with self._lock:
+            turn = self._turns.get(hit.key, 0)
+            self._turns[hit.key] = turn + 1
+        return decode_generations(samples[turn % len(samples)])
+
+    def _record(
+        self, generations: Sequence[Generation], plan: _Plan, existing: CacheHit | None
+    ) -> dict[str, Any] | None:
+        if plan.mode == "skip" or not _worth_storing(generations):
+            return None
+        try:
+            encoded = encode_generations(generations)
+        except Uncacheable as exc:
+            log.warning("agent-cache: LLM result not cached: %s", exc)
+            return None
+        if plan.mode != "n_samples":
+            return {"v": _RECORD_VERSION, "generations": encoded}
+        samples: list[Any] = []
+        if existing is not None and existing.layer == "exact":
+            old = existing.response
+            if isinstance(old, Mapping) and isinstance(old.get("samples"), list):
+                samples = list(old["samples"])
+        samples = [*samples, encoded][-self.n_samples :]
+        return {"v": _RECORD_VERSION, "samples": samples}
+
+    # ------------------------------------------------------------------ richer lookups
+    def lookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
+        """Like :meth:`lookup`, with the :class:`~agent_cache.CacheHit` (layer, score)."""
+        plan = self._plan(prompt, llm_string)
+        if plan.mode == "skip":
+            return None
+        hit = self.layered.lookup(
+            plan.question, plan.llm_string, self.namespace, context=plan.context
+        )
+        return self._result(hit, plan)
+
+    async def alookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
+        """Async twin of :meth:`lookup_result`."""
+        plan = self._plan(prompt, llm_string)
+        if plan.mode == "skip":
+            return None
+        hit = await self.layered.alookup(
+            plan.question, plan.llm_string, self.namespace, context=plan.context
+        )
+        return self._result(hit, plan)
+
+    # ------------------------------------------------------------------ BaseCache
+    def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
+        """The stored generations for ``prompt`` under ``llm_string``, or ``None``."""
+        found = self.lookup_result(prompt, llm_string)
+        return None if found is None else found.generations
+
+    async def alookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
+        """Async twin of :meth:`lookup`."""
+        found = await self.alookup_result(prompt, llm_string)
+        return None if found is None else found.generations
+
+    def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
+        """Store every generation of a model call (not stored: empty or unserializable)."""
+        plan = self._plan(prompt, llm_string)
+        existing = None
+        if plan.mode == "n_samples":
+            existing = self.layered.lookup(
+                plan.question, plan.llm_string, self.namespace, context=plan.context
+            )
+        record = self._record(return_val, plan, existing)
+        if record is None:
+            return
+        self.layered.store(
+            plan.question, record, plan.llm_string, self.namespace, context=plan.context,
+            ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
+        )  # fmt: skip
+
+    async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
+        """Async twin of :meth:`update`."""
+        plan = self._plan(prompt, llm_string)
+        existing = None
+        if plan.mode == "n_samples":
+            existing = await self.layered.alookup(
+                plan.question, plan.llm_string, self.namespace, context=plan.context
+            )
+        record = self._record(return_val, plan, existing)
+        if record is None:
+            return
+        await self.layered.astore(
+            plan.question, record, plan.llm_string, self.namespace, context=plan.context,
+            ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
+        )  # fmt: skip
+
+    def clear(self, **kwargs: Any) -> None:
+        """Remove this cache's entries (``namespace=`` another one, or ``None`` for all)."""
+        self.layered.clear(namespace=kwargs.get("namespace", self.namespace))
+        with self._lock:
+            self._turns.clear()
+
+    async def aclear(self, **kwargs: Any) -> None:
+        """Async twin of :meth:`clear`."""
+        await self.layered.aclear(namespace=kwargs.get("namespace", self.namespace))
+        with self._lock:
+            self._turns.clear()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the core cache if this object created it (never one passed in)."""
+        if self._owns:
+            self.layered.close()
+
+    def __enter__(self) -> AgentCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,366 @@
+"""``CachedChatModel``: any chat model, cached on every path (invoke, batch, stream).
+
+LangChain's own ``.stream()`` never reads or writes the LLM cache, and a hit fires no
+``on_llm_new_token`` (landscape #1-#3). This wrapper implements ``_stream``/``_astream``
+itself: a hit is replayed as chunks, so callbacks, ``astream_events`` and LangGraph's
+``stream_mode="messages"`` still see tokens; a streamed miss is stored once it completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.caches import BaseCache
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models.base import LangSmithParams
+from langchain_core.language_models.chat_models import (
+    agenerate_from_stream,
+    generate_from_stream,
+)
+from langchain_core.load import dumps
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import (
+    Runnable,
+    RunnableBinding,
+    RunnableConfig,
+    RunnableParallel,
+    RunnableSequence,
+    RunnableWithFallbacks,
+)
+from langchain_core.tools import BaseTool
+from pydantic import ConfigDict, Field, model_validator
+
+from agent_cache import ConfigurationError, LayeredCache
+from langchain_agent_cache._chat import replay_chunks
+from langchain_agent_cache._resolve import default_cache
+from langchain_agent_cache.caches import AgentCache
+
+__all__ = ["CachedChatModel"]
+
+_RUN_ID_PREFIX = "lc_run-"
+# The wrapped model runs silently: the wrapper's own run reports the tokens (a nested
+# LLM run would report every token twice to a streaming handler).
+_SILENT: RunnableConfig = {"callbacks": []}
+
+
+@dataclass(frozen=True)
+class _Call:
+    prompt: str
+    llm_string: str
+    stop: list[str] | None
+    kwargs: dict[str, Any]
+
+
+def _fresh(generations: Sequence[ChatGeneration]) -> list[ChatGeneration]:
+    """Drop the wrapped run's ids so the wrapper's run id is used."""
+    out = []
+    for gen in generations:
+        msg_id = gen.message.id
+        if isinstance(msg_id, str) and msg_id.startswith(_RUN_ID_PREFIX):
+            gen = gen.model_copy(update={"message": gen.message.model_copy(update={"id": None})})
+        out.append(gen)
+    return out
+
+
+def _swap(runnable: Any, old: Runnable[Any, Any], new: Runnable[Any, Any]) -> tuple[Any, int]:
+    """``runnable`` with every reference to ``old`` replaced by ``new`` (and how many)."""
+    if runnable is old:
+        return new, 1
+    if isinstance(runnable, RunnableBinding):
+        bound, n = _swap(runnable.bound, old, new)
+        return (runnable.model_copy(update={"bound": bound}), n) if n else (runnable, 0)
+    if isinstance(runnable, RunnableSequence):
+        swapped = [_swap(step, old, new) for step in runnable.steps]
+        n = sum(k for _, k in swapped)
+        if not n:
+            return runnable, 0
+        steps = [s for s, _ in swapped]
+        return runnable.model_copy(
+            update={"first": steps[0], "middle": steps[1:-1], "last": steps[-1]}
+        ), n
+    if isinstance(runnable, RunnableParallel):
+        pairs = {k: _swap(v, old, new) for k, v in runnable.steps__.items()}
+        n = sum(k for _, k in pairs.values())
+        if not n:
+            return runnable, 0
+        return runnable.model_copy(update={"steps__": {k: s for k, (s, _) in pairs.items()}}), n
+    if isinstance(runnable, RunnableWithFallbacks):
+        main, n = _swap(runnable.runnable, old, new)
+        fallbacks = [_swap(f, old, new) for f in runnable.fallbacks]
+        n += sum(k for _, k in fallbacks)
+        if not n:
+            return runnable, 0
+        return runnable.model_copy(
+            update={"runnable": main, "fallbacks": [f for f, _ in fallbacks]}
+        ), n
+    return runnable, 0
+
+
+class CachedChatModel(BaseChatModel):
+    """Wraps a chat model (e.g. ``ChatOpenAI`` pointed at vLLM) with the layered cache.
+
+    ``invoke``/``ainvoke``/``batch``/``stream``/``astream`` all read and write the cache.
+    A hit is replayed as chunks when streamed, is marked in
+    ``response_metadata["agent_cache"]`` (``layer``, ``score``) and reports zero
+    ``usage_metadata``; ``bind_tools`` and ``with_structured_output`` delegate to the
+    wrapped model and keep the result cached. Keys are the wrapped model's own
+    ``llm_string`` (model, bound tools, temperature, stop) and the messages, exactly as
+    ``set_llm_cache`` would key them (plus any forwarded ``temperature``/``max_tokens``),
+    so both share entries.
+
+    The wrapped model is called without the caller's callbacks: the wrapper's run is the
+    one that reports tokens, hit or miss. LangChain's own ``cache`` field is turned off
+    on the wrapper (``cache=`` is taken as the agent cache instead).
+
+    Args:
+        llm: the chat model to wrap, or ``"provider:model"`` for LangChain's
+            ``init_chat_model`` (reads the provider's key from the environment).
+        cache: an :class:`AgentCache` or a ``LayeredCache``; default: the shared embedded
+            cache (``.agent_cache``).
+        temperature, max_tokens, stop: passed to the wrapped model on every call when
+            set (they are part of the key, like any call argument).
+        streaming: route ``invoke`` through the streaming path (tokens reach callbacks).
+
+    Example:
+        >>> chat = CachedChatModel(llm=ChatOpenAI(base_url=URL, api_key="x"))  # doctest: +SKIP
+        >>> chat.invoke("What is RAG?").response_metadata.get("agent_cache")  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    llm: BaseChatModel
+    agent_cache: AgentCache = Field(default=None, exclude=True)  # type: ignore[assignment]
+    # LangChain's own cache path, always off on the wrapper (``cache=`` feeds agent_cache)
+    cache: BaseCache | bool | None = Field(default=False, exclude=True)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    streaming: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _take_cache(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("llm"), str):
+            data["llm"] = _init_chat_model(data["llm"])
+        given = data.pop("cache", None)
+        if given is not None and given is not False:
+            if isinstance(given, bool) or not isinstance(given, AgentCache | LayeredCache):
+                raise ConfigurationError(
+                    "CachedChatModel(cache=...) takes an AgentCache or a LayeredCache, "
+                    f"not {given!r}"
+                )
+            data["agent_cache"] = given
+        if isinstance(data.get("agent_cache"), LayeredCache):
+            data["agent_cache"] = AgentCache(data["agent_cache"])
+        if data.get("agent_cache") is None:
+            data["agent_cache"] = AgentCache(default_cache())
+        data["cache"] = False  # LangChain's cache path stays off; we cache ourselves
+        return data
+
+    # ------------------------------------------------------------------ identity
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """Serializable (``dumpd``/``load``) with the wrapped model; the cache is not
+        part of it (a loaded model uses the default cache unless given one)."""
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        return ["langchain_agent_cache", "chat_models"]
+
+    @property
+    def model_name(self) -> str:
+        """The wrapped model's name (``model_name`` or ``model``), else its class name."""
+        name = getattr(self.llm, "model_name", None) or getattr(self.llm, "model", None)
+        return str(name) if name else type(self.llm).__name__
+
+    @property
+    def _llm_type(self) -> str:
+        return f"agent-cache:{self.llm._llm_type}"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"llm": self.llm._identifying_params, "cache": repr(self.agent_cache)}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = self.llm._get_ls_params(stop=stop or self.stop, **self._forwarded(kwargs))
+        model = kwargs.get("model")
+        if isinstance(model, str):
+            params["ls_model_name"] = model
+        elif not params.get("ls_model_name"):
+            params["ls_model_name"] = self.model_name
+        params["ls_model_type"] = "chat"
+        if self.temperature is not None:
+            params["ls_temperature"] = self.temperature
+        if self.max_tokens is not None:
+            params["ls_max_tokens"] = self.max_tokens
+        return params
+
+    def _forwarded(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        out.update(kwargs)
+        return out
+
+    def _call(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: Any) -> _Call:
+        stop = stop if stop is not None else self.stop
+        forwarded = self._forwarded(dict(kwargs))
+        llm_string = self.llm._get_llm_string(stop=stop, **forwarded)
+        plain = [m.model_copy(update={"id": None}) if m.id is not None else m for m in messages]
+        return _Call(dumps(plain), llm_string, stop, forwarded)
+
+    # ------------------------------------------------------------------ generate
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        call = self._call(messages, stop, kwargs)
+        found = self.agent_cache.lookup_result(call.prompt, call.llm_string)
+        if found is not None:
+            return ChatResult(generations=found.generations)  # type: ignore[arg-type]
+        result = self.llm.generate([messages], stop=call.stop, **call.kwargs)
+        generations = _fresh(result.generations[0])  # type: ignore[arg-type]
+        self.agent_cache.update(call.prompt, call.llm_string, generations)
+        return ChatResult(generations=generations, llm_output=result.llm_output)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        call = self._call(messages, stop, kwargs)
+        found = await self.agent_cache.alookup_result(call.prompt, call.llm_string)
+        if found is not None:
+            return ChatResult(generations=found.generations)  # type: ignore[arg-type]
+        result = await self.llm.agenerate([messages], stop=call.stop, **call.kwargs)
+        generations = _fresh(result.generations[0])  # type: ignore[arg-type]
+        await self.agent_cache.aupdate(call.prompt, call.llm_string, generations)
+        return ChatResult(generations=generations, llm_output=result.llm_output)
+
+    # ------------------------------------------------------------------ stream
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        call = self._call(messages, stop, kwargs)
+        found = self.agent_cache.lookup_result(call.prompt, call.llm_string)
+        if found is not None:
+            yield from replay_chunks(found.generations[0])
+            return
+        chunks: list[ChatGenerationChunk] = []
+        for part in self.llm.stream(messages, config=_SILENT, stop=call.stop, **call.kwargs):
+            for chunk in _as_chunks(part):
+                chunks.append(chunk)
+                yield chunk
+        if chunks:  # only a stream that ran to its end is stored
+            done = generate_from_stream(iter(chunks))
+            self.agent_cache.update(call.prompt, call.llm_string, done.generations)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        call = self._call(messages, stop, kwargs)
+        found = await self.agent_cache.alookup_result(call.prompt, call.llm_string)
+        if found is not None:
+            for chunk in replay_chunks(found.generations[0]):
+                yield chunk
+            return
+        chunks: list[ChatGenerationChunk] = []
+        async for part in self.llm.astream(
+            messages, config=_SILENT, stop=call.stop, **call.kwargs
+        ):
+            for chunk in _as_chunks(part):
+                chunks.append(chunk)
+                yield chunk
+        if chunks:
+            done = await agenerate_from_stream(_aiter(chunks))
+            await self.agent_cache.aupdate(call.prompt, call.llm_string, done.generations)
+
+    # ------------------------------------------------------------------ tools, structure
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools the way the wrapped model does; calls stay cached.
+
+        The bound tools travel as call arguments, so they are part of the key.
+        """
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        bound = self.llm.bind_tools(tools, **kwargs)
+        swapped, n = _swap(bound, self.llm, self)
+        if not n:
+            raise ConfigurationError(
+                f"{type(self.llm).__name__}.bind_tools returned a runnable that does not "
+                "call the model; cannot keep it cached"
+            )
+        return swapped  # type: ignore[no-any-return]
+
+    def with_structured_output(
+        self, schema: dict[str, Any] | type, *, include_raw: bool = False, **kwargs: Any
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | Any]:
+        """The wrapped model's structured output (any ``method=``), with calls cached."""
+        inner = self.llm.with_structured_output(schema, include_raw=include_raw, **kwargs)
+        swapped, n = _swap(inner, self.llm, self)
+        if not n:
+            raise ConfigurationError(
+                f"{type(self.llm).__name__}.with_structured_output returned a runnable that "
+                "does not call the model; cannot keep it cached"
+            )
+        return swapped  # type: ignore[no-any-return]
+
+
+def _init_chat_model(spec: str) -> BaseChatModel:
+    """``"provider:model"`` through LangChain's ``init_chat_model`` (package ``langchain``)."""
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"CachedChatModel(llm={spec!r}) needs the `langchain` package (pip install "
+            "langchain); or pass a chat model object"
+        ) from exc
+    return init_chat_model(spec)
+
+
+def _as_chunks(message: BaseMessage) -> Iterator[ChatGenerationChunk]:
+    """What the wrapped model streamed, as chunks without its run id (the wrapper sets
+    its own). A model that cannot stream yields one whole message: it is split."""
+    msg_id = message.id
+    if isinstance(msg_id, str) and msg_id.startswith(_RUN_ID_PREFIX):
+        message = message.model_copy(update={"id": None})
+    if isinstance(message, AIMessageChunk):
+        yield ChatGenerationChunk(message=message)
+    elif isinstance(message, AIMessage):
+        yield from replay_chunks(ChatGeneration(message=message))
+    else:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=message.content))
+
+
+async def _aiter(items: Sequence[ChatGenerationChunk]) -> AsyncIterator[ChatGenerationChunk]:
+    for item in items:
+        yield item
