@@ -1,0 +1,565 @@
+"""``CachedLLM``: any LlamaIndex LLM behind agent-cache's layered cache."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import llama_index.core.instrumentation as instrument
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseAsyncGen,
+    ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.llms.function_calling import FunctionCallingLLM
+from llama_index.core.llms.llm import LLM, ToolSelection
+from llama_index.core.prompts.base import BasePromptTemplate
+from llama_index.core.tools.types import BaseTool
+from llama_index.core.types import TokenAsyncGen, TokenGen
+from llama_index.llms.agent_cache import _codec
+from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
+from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
+from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
+
+from agent_cache import AgentCacheError, CacheHit, ConfigurationError, LayeredCache
+from agent_cache.keys import canonical_json, digest, normalize
+from agent_cache.singleflight import SingleFlight
+
+__all__ = ["CachedLLM"]
+
+log = logging.getLogger("agent_cache.llama_index")
+dispatcher = instrument.get_dispatcher(__name__)  # type: ignore[attr-defined]
+
+# The question found in the template arguments of the enclosing predict/stream call.
+_HINT: ContextVar[str | None] = ContextVar("agent_cache_question_hint", default=None)
+# Settings of the wrapped LLM that CachedLLM's own predict/stream paths must reuse.
+_INHERITED = (
+    "callback_manager",
+    "system_prompt",
+    "messages_to_prompt",
+    "completion_to_prompt",
+    "output_parser",
+    "pydantic_program_mode",
+    "query_wrapper_prompt",
+)
+_MISS: dict[str, Any] = {"hit": False}
+
+
+@dataclass(frozen=True)
+class _Call:
+    scope: Scope
+    llm_string: str
+    flight_key: str
+
+
+async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
+class CachedLLM(FunctionCallingLLM):
+    """Wraps any LlamaIndex LLM; answers repeated and paraphrased requests from the cache.
+
+    ``complete``, ``chat``, their streaming variants and all async twins look the request
+    up first (exact, then semantic) and call the wrapped LLM only on a miss; concurrent
+    identical misses make one call. A hit is returned with
+    ``additional_kwargs["agent_cache"] = {"hit": True, "layer": ..., "score": ..., ...}``
+    and a :class:`~llama_index.llms.agent_cache.CacheHitEvent` on LlamaIndex's
+    dispatcher; a streamed hit is replayed word by word. Tool calls are stored with the
+    answer, so function-calling agents (``FunctionAgent``, ``ReActAgent``) keep working.
+
+    What is looked up: the question (see
+    :class:`~llama_index.llms.agent_cache.QuestionExtractor`) within a scope made of
+    the model identity (class, model name, sampling settings, never credentials), the
+    call's kwargs (bound tools, ``tool_choice``) and the rest of the prompt (system
+    prompt, template, retrieved context, earlier turns).
+
+    Args:
+        llm: the LLM to wrap, e.g. ``OpenAILike(api_base="http://gpu-1:8000/v1", ...)``.
+        cache: a :class:`agent_cache.LayeredCache`, a directory for the embedded default,
+            or ``None`` for ``.agent_cache`` (shared by every adapter in the process).
+        namespace: the cache namespace (thresholds, versions and invalidation are per
+            namespace).
+        ttl: seconds an answer stays valid; ``None``: the cache's TTL policy.
+        tags: tags stored with every answer, for ``cache.invalidate(tags=[...])``.
+        llm_string: replaces the model identity derived from ``llm`` (e.g. ``"qwen@v3"``).
+        question_extractor: how the question is found in rendered prompts; pass
+            ``QuestionExtractor(templates=[...])`` to recognize your own templates.
+        singleflight_timeout: seconds a concurrent identical request waits for the first
+            one before calling the model itself.
+
+    Example:
+        >>> from llama_index.core import Settings
+        >>> from llama_index.llms.openai_like import OpenAILike
+        >>> Settings.llm = CachedLLM(
+        ...     llm=OpenAILike(api_base="http://127.0.0.1:8000/v1", model="m", is_chat_model=True),
+        ...     cache=".agent_cache",
+        ... )  # doctest: +SKIP
+    """
+
+    llm: SerializeAsAny[LLM] = Field(description="The wrapped LLM.")
+    namespace: str = Field(default="default", description="Cache namespace.")
+    ttl: float | None = Field(default=None, description="Seconds an answer stays valid.")
+    tags: list[str] = Field(default_factory=list, description="Tags stored with answers.")
+    llm_string: str | None = Field(default=None, description="Model identity override.")
+    singleflight_timeout: float = Field(default=60.0, gt=0)
+
+    _cache: LayeredCache = PrivateAttr()
+    _extractor: QuestionExtractor = PrivateAttr()
+    _flight: SingleFlight = PrivateAttr()
+
+    def __init__(
+        self,
+        llm: LLM,
+        cache: CacheArg = None,
+        *,
+        question_extractor: QuestionExtractor | None = None,
+        **kwargs: Any,
+    ) -> None:
+        for name in _INHERITED:
+            value = getattr(llm, name, None)
+            if value is not None:
+                kwargs.setdefault(name, value)
+        super().__init__(llm=llm, **kwargs)
+        if not self.namespace:
+            raise ConfigurationError("namespace must be a non-empty str")
+        self._cache = resolve_cache(cache)
+        self._extractor = question_extractor or QuestionExtractor()
+        self._flight = SingleFlight(self.singleflight_timeout)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CachedLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        """The wrapped LLM's metadata (context window, chat / function calling flags)."""
+        return self.llm.metadata
+
+    @property
+    def cache(self) -> LayeredCache:
+        """The :class:`agent_cache.LayeredCache` in use (``cache.stats()``, invalidation)."""
+        return self._cache
+
+    # ------------------------------------------------------------------ request keys
+    def _prepare(
+        self,
+        api: str,
+        kwargs: Mapping[str, Any],
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        prompt: str | None = None,
+    ) -> _Call | None:
+        """The lookup arguments, or ``None`` when the call must bypass the cache."""
+        try:
+            identity = _codec.llm_string(api, self.llm, self.llm_string, kwargs)
+            hint = _HINT.get()
+            if messages is not None:
+                scope = self._extractor.scope_messages(messages, hint)
+            else:
+                scope = self._extractor.scope_prompt(prompt or "", hint)
+            context = "" if scope.context is None else canonical_json(scope.context)
+        except (_codec.Unkeyable, Uncacheable, ConfigurationError) as exc:
+            log.debug("agent-cache: %s call bypasses the cache: %s", api, exc)
+            return None
+        key = digest(self.namespace, identity, context, normalize(scope.question))
+        return _Call(scope, identity, key)
+
+    def _lookup_args(self, call: _Call) -> dict[str, Any]:
+        return {
+            "prompt": call.scope.question,
+            "llm_string": call.llm_string,
+            "namespace": self.namespace,
+            "context": call.scope.context,
+        }
+
+    def _store_args(self, call: _Call, payload: Any, response: Any) -> dict[str, Any]:
+        """Record the model call's token usage (the KV-layer numbers); the store's args."""
+        total, prompt_tokens, cached = _codec.usage(response)
+        if prompt_tokens is not None:
+            self._cache.record_model_usage(prompt_tokens, cached)
+        return {
+            **self._lookup_args(call),
+            "response": payload,
+            "ttl": self.ttl,
+            "tags": self.tags,
+            "tokens": total if total is not None else _codec.estimate_tokens(payload),
+        }
+
+    def _served(self, call: _Call, hit: CacheHit) -> dict[str, Any]:
+        """Announce a served hit; returns what goes in ``additional_kwargs``."""
+        dispatcher.event(
+            CacheHitEvent(
+                layer=hit.layer,
+                score=hit.score,
+                key=hit.key,
+                question=call.scope.question,
+                matched_prompt=hit.matched_prompt,
+                namespace=self.namespace,
+            )
+        )
+        info = {
+            "hit": True,
+            "layer": hit.layer,
+            "score": hit.score,
+            "key": hit.key,
+            "matched_prompt": hit.matched_prompt,
+        }
+        return {"agent_cache": info}
+
+    def _missed(self, call: _Call) -> None:
+        dispatcher.event(CacheMissEvent(question=call.scope.question, namespace=self.namespace))
+
+    # ------------------------------------------------------------------ cache I/O
+    def _lookup(self, call: _Call) -> CacheHit | None:
+        try:
+            return self._cache.lookup(**self._lookup_args(call))
+        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
+            log.warning("agent-cache lookup skipped: %s", exc)
+            return None
+
+    async def _alookup(self, call: _Call) -> CacheHit | None:
+        try:
+            return await self._cache.alookup(**self._lookup_args(call))
+        except AgentCacheError as exc:
+            log.warning("agent-cache lookup skipped: %s", exc)
+            return None
+
+    def _save(self, call: _Call, payload: Any, response: Any) -> None:
+        args = self._store_args(call, payload, response)
+        if payload is None:
+            return
+        try:
+            self._cache.store(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache store skipped: %s", exc)
+
+    async def _asave(self, call: _Call, payload: Any, response: Any) -> None:
+        args = self._store_args(call, payload, response)
+        if payload is None:
+            return
+        try:
+            await self._cache.astore(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache store skipped: %s", exc)
+
+    # ------------------------------------------------------------------ chat
+    def _chat_hit(self, call: _Call, hit: CacheHit | None) -> ChatResponse | None:
+        message = _codec.message_from_payload(hit.response) if hit is not None else None
+        if hit is None or message is None:
+            self._missed(call)
+            return None
+        return ChatResponse(message=message, additional_kwargs=self._served(call, hit))
+
+    @staticmethod
+    def _chat_result(outcome: tuple[ChatResponse, Any], leader: bool) -> ChatResponse:
+        response, payload = outcome
+        if leader:
+            response.additional_kwargs["agent_cache"] = dict(_MISS)
+            return response
+        message = _codec.message_from_payload(payload) if payload is not None else None
+        return ChatResponse(
+            message=message or response.message.model_copy(deep=True),
+            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}},
+        )
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        call = self._prepare("chat", kwargs, messages=messages)
+        if call is None:
+            return self.llm.chat(messages, **kwargs)
+        served = self._chat_hit(call, self._lookup(call))
+        if served is not None:
+            return served
+
+        def compute() -> tuple[ChatResponse, Any]:
+            response = self.llm.chat(messages, **kwargs)
+            payload = _codec.chat_payload(response.message)
+            self._save(call, payload, response)
+            return response, payload
+
+        outcome, leader = self._flight.do(call.flight_key, compute)
+        return self._chat_result(outcome, leader)
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        call = self._prepare("chat", kwargs, messages=messages)
+        if call is None:
+            return await self.llm.achat(messages, **kwargs)
+        served = self._chat_hit(call, await self._alookup(call))
+        if served is not None:
+            return served
+
+        async def compute() -> tuple[ChatResponse, Any]:
+            response = await self.llm.achat(messages, **kwargs)
+            payload = _codec.chat_payload(response.message)
+            await self._asave(call, payload, response)
+            return response, payload
+
+        outcome, leader = await self._flight.ado(call.flight_key, compute)
+        return self._chat_result(outcome, leader)
+
+    def _chat_replay(self, call: _Call, hit: CacheHit | None) -> Iterator[ChatResponse] | None:
+        message = _codec.message_from_payload(hit.response) if hit is not None else None
+        if hit is None or message is None:
+            self._missed(call)
+            return None
+        return _codec.replay_chat(message, self._served(call, hit))
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        call = self._prepare("chat", kwargs, messages=messages)
+        if call is None:
+            return self.llm.stream_chat(messages, **kwargs)
+        replay = self._chat_replay(call, self._lookup(call))
+        if replay is not None:
+            return replay  # type: ignore[return-value]
+        return self._record_chat(call, self.llm.stream_chat(messages, **kwargs))
+
+    def _record_chat(self, call: _Call, stream: ChatResponseGen) -> ChatResponseGen:
+        last: ChatResponse | None = None
+        deltas: list[str] = []
+        for response in stream:
+            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+            last = response
+            deltas.append(response.delta or "")
+            yield response
+        if last is not None:  # stored only when the stream ran to its end
+            message = _codec.final_message(last, deltas)
+            self._save(call, _codec.chat_payload(message), last)
+
+    @llm_chat_callback()
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> ChatResponseAsyncGen:
+        call = self._prepare("chat", kwargs, messages=messages)
+        if call is None:
+            return await self.llm.astream_chat(messages, **kwargs)
+        replay = self._chat_replay(call, await self._alookup(call))
+        if replay is not None:
+            return _aiter(replay)  # type: ignore[return-value]
+        return self._arecord_chat(call, await self.llm.astream_chat(messages, **kwargs))
+
+    async def _arecord_chat(
+        self, call: _Call, stream: ChatResponseAsyncGen
+    ) -> ChatResponseAsyncGen:
+        last: ChatResponse | None = None
+        deltas: list[str] = []
+        async for response in stream:
+            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+            last = response
+            deltas.append(response.delta or "")
+            yield response
+        if last is not None:
+            message = _codec.final_message(last, deltas)
+            await self._asave(call, _codec.chat_payload(message), last)
+
+    # ------------------------------------------------------------------ completion
+    def _completion_text(
+        self, call: _Call, hit: CacheHit | None
+    ) -> tuple[str, dict[str, Any]] | None:
+        text = _codec.completion_text(hit.response) if hit is not None else None
+        if hit is None or text is None:
+            self._missed(call)
+            return None
+        return text, self._served(call, hit)
+
+    @staticmethod
+    def _completion_result(
+        outcome: tuple[CompletionResponse, Any], leader: bool
+    ) -> CompletionResponse:
+        response, _payload = outcome
+        if leader:
+            response.additional_kwargs["agent_cache"] = dict(_MISS)
+            return response
+        return CompletionResponse(
+            text=response.text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+        )
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        if call is None:
+            return self.llm.complete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, self._lookup(call))
+        if served is not None:
+            return CompletionResponse(text=served[0], additional_kwargs=served[1])
+
+        def compute() -> tuple[CompletionResponse, Any]:
+            response = self.llm.complete(prompt, formatted=formatted, **kwargs)
+            payload = _codec.completion_payload(response)
+            self._save(call, payload, response)
+            return response, payload
+
+        return self._completion_result(*self._flight.do(call.flight_key, compute))
+
+    @llm_completion_callback()
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponse:
+        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        if call is None:
+            return await self.llm.acomplete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, await self._alookup(call))
+        if served is not None:
+            return CompletionResponse(text=served[0], additional_kwargs=served[1])
+
+        async def compute() -> tuple[CompletionResponse, Any]:
+            response = await self.llm.acomplete(prompt, formatted=formatted, **kwargs)
+            payload = _codec.completion_payload(response)
+            await self._asave(call, payload, response)
+            return response, payload
+
+        return self._completion_result(*await self._flight.ado(call.flight_key, compute))
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        if call is None:
+            return self.llm.stream_complete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, self._lookup(call))
+        if served is not None:
+            return _codec.replay_completion(*served)  # type: ignore[return-value]
+        stream = self.llm.stream_complete(prompt, formatted=formatted, **kwargs)
+        return self._record_completion(call, stream)
+
+    def _record_completion(
+        self, call: _Call, stream: CompletionResponseGen
+    ) -> CompletionResponseGen:
+        last: CompletionResponse | None = None
+        deltas: list[str] = []
+        for response in stream:
+            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+            last = response
+            deltas.append(response.delta or "")
+            yield response
+        if last is not None:
+            final = _final_completion(last, deltas)
+            self._save(call, _codec.completion_payload(final), last)
+
+    @llm_completion_callback()
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseAsyncGen:
+        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        if call is None:
+            return await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, await self._alookup(call))
+        if served is not None:
+            return _aiter(_codec.replay_completion(*served))  # type: ignore[return-value]
+        stream = await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
+        return self._arecord_completion(call, stream)
+
+    async def _arecord_completion(
+        self, call: _Call, stream: CompletionResponseAsyncGen
+    ) -> CompletionResponseAsyncGen:
+        last: CompletionResponse | None = None
+        deltas: list[str] = []
+        async for response in stream:
+            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+            last = response
+            deltas.append(response.delta or "")
+            yield response
+        if last is not None:
+            final = _final_completion(last, deltas)
+            await self._asave(call, _codec.completion_payload(final), last)
+
+    # ------------------------------------------------------------------ template hints
+    @contextlib.contextmanager
+    def _hint(self, prompt: BasePromptTemplate, prompt_args: Mapping[str, Any]) -> Iterator[None]:
+        args = {**(getattr(prompt, "kwargs", None) or {}), **prompt_args}
+        token = _HINT.set(self._extractor.question_from_args(args))
+        try:
+            yield
+        finally:
+            _HINT.reset(token)
+
+    def predict(self, prompt: BasePromptTemplate, **prompt_args: Any) -> str:
+        """``LLM.predict``, remembering which template argument is the question."""
+        with self._hint(prompt, prompt_args):
+            return super().predict(prompt, **prompt_args)
+
+    async def apredict(self, prompt: BasePromptTemplate, **prompt_args: Any) -> str:
+        """``LLM.apredict``, remembering which template argument is the question."""
+        with self._hint(prompt, prompt_args):
+            return await super().apredict(prompt, **prompt_args)
+
+    def stream(self, prompt: BasePromptTemplate, **prompt_args: Any) -> TokenGen:
+        """``LLM.stream``, remembering which template argument is the question."""
+        with self._hint(prompt, prompt_args):
+            return super().stream(prompt, **prompt_args)
+
+    async def astream(self, prompt: BasePromptTemplate, **prompt_args: Any) -> TokenAsyncGen:
+        """``LLM.astream``, remembering which template argument is the question."""
+        with self._hint(prompt, prompt_args):
+            return await super().astream(prompt, **prompt_args)
+
+    # ------------------------------------------------------------------ function calling
+    def _function_llm(self) -> FunctionCallingLLM:
+        if not isinstance(self.llm, FunctionCallingLLM):
+            raise ConfigurationError(
+                f"the wrapped {type(self.llm).__name__} does not support function calling"
+            )
+        return self.llm
+
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[BaseTool],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """The wrapped LLM's own preparation (tool specs, ``tool_choice``)."""
+        return self._function_llm()._prepare_chat_with_tools_compat(
+            tools,
+            user_msg=user_msg,
+            chat_history=chat_history,
+            verbose=verbose,
+            allow_parallel_tool_calls=allow_parallel_tool_calls,
+            tool_required=tool_required,
+            **kwargs,
+        )
+
+    def _validate_chat_with_tools_response(
+        self,
+        response: ChatResponse,
+        tools: Sequence[BaseTool],
+        allow_parallel_tool_calls: bool = False,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        if isinstance(self.llm, FunctionCallingLLM):
+            return self.llm._validate_chat_with_tools_response(
+                response, tools, allow_parallel_tool_calls=allow_parallel_tool_calls, **kwargs
+            )
+        return response
+
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
+        """The wrapped LLM's parsing of tool calls (cached answers keep theirs)."""
+        return self._function_llm().get_tool_calls_from_response(
+            response, error_on_no_tool_call=error_on_no_tool_call, **kwargs
+        )
+
+
+def _final_completion(last: CompletionResponse, deltas: Sequence[str]) -> CompletionResponse:
+    joined = "".join(deltas)
+    if len(joined) <= len(last.text):
+        return last
+    return CompletionResponse(text=joined)

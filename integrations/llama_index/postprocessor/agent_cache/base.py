@@ -1,0 +1,99 @@
+"""``StablePrefixPostprocessor``: retrieved nodes in a canonical order, for prefix reuse.
+
+A retriever returns nodes by relevance, so two paraphrased questions that retrieve the
+same set render it in different orders: different prompts, no shared prefix for vLLM's
+prefix cache, and a different scope for the semantic cache. This postprocessor
+(optionally) cuts off weak nodes, then sorts the survivors into the core's stable order
+(:func:`agent_cache.prompt.order_documents`: by node id, duplicates of the same text
+dropped), so the same set always renders the same context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Literal
+
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+__all__ = ["StablePrefixPostprocessor"]
+
+
+def _content_key(node: NodeWithScore) -> str:
+    return "sha256:" + hashlib.sha256(node.node.get_content().encode("utf-8")).hexdigest()
+
+
+def _id_key(node: NodeWithScore) -> str:
+    return node.node.node_id or _content_key(node)
+
+
+def _core_order() -> Callable[..., list[Any]] | None:
+    """The core's ``order_documents`` (``None`` on a core without ``agent_cache.prompt``)."""
+    try:
+        from agent_cache.prompt import order_documents
+    except ImportError:  # pragma: no cover - depends on the core's version
+        return None
+    return order_documents
+
+
+def _order(nodes: list[NodeWithScore], key: Callable[[Any], str]) -> list[NodeWithScore]:
+    order_documents = _core_order()
+    if order_documents is not None:
+        return list(order_documents(nodes, key=key))
+    seen: set[str] = set()  # the same rule, locally: drop duplicate texts, sort by key
+    unique = []
+    for node in nodes:
+        text = node.node.get_content()
+        if text not in seen:
+            seen.add(text)
+            unique.append(node)
+    return sorted(unique, key=key)
+
+
+class StablePrefixPostprocessor(BaseNodePostprocessor):
+    """Reorders retrieved nodes into a stable order, after an optional relevance cut-off.
+
+    Args:
+        similarity_cutoff: drop nodes scoring below this (and nodes without a score).
+        top_n: keep only the ``top_n`` best-scoring nodes (before reordering).
+        order_by: ``"id"`` sorts by node id (falling back to a content hash), stable for
+            one index; ``"content"`` sorts by a hash of the text, stable even across
+            re-ingestion that assigns new random node ids.
+
+    Example:
+        >>> engine = index.as_query_engine(
+        ...     node_postprocessors=[StablePrefixPostprocessor(similarity_cutoff=0.3)]
+        ... )  # doctest: +SKIP
+    """
+
+    similarity_cutoff: float | None = Field(default=None, description="Minimum node score.")
+    top_n: int | None = Field(default=None, ge=1, description="Keep the best n nodes.")
+    order_by: Literal["id", "content"] = Field(default="id", description="Sort key.")
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "StablePrefixPostprocessor"
+
+    def _postprocess_nodes(
+        self,
+        nodes: list[NodeWithScore],
+        query_bundle: QueryBundle | None = None,
+    ) -> list[NodeWithScore]:
+        kept = list(nodes)
+        if self.similarity_cutoff is not None:
+            cutoff = self.similarity_cutoff
+            kept = [n for n in kept if n.score is not None and n.score >= cutoff]
+        key = _id_key if self.order_by == "id" else _content_key
+        if self.top_n is not None and len(kept) > self.top_n:
+            # best first; ties broken by the stable key so the cut is deterministic
+            kept = sorted(kept, key=lambda n: (-(n.score or 0.0), key(n)))[: self.top_n]
+        return _order(kept, key)
+
+    async def _apostprocess_nodes(
+        self,
+        nodes: list[NodeWithScore],
+        query_bundle: QueryBundle | None = None,
+    ) -> list[NodeWithScore]:
+        return self._postprocess_nodes(nodes, query_bundle)  # pure CPU, no I/O

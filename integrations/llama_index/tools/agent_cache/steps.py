@@ -1,0 +1,217 @@
+"""``cache_step``: reuse a workflow step's (or a plain function's) result for the same input.
+
+Meant for pure, expensive sub-steps: planning, query rewriting or decomposition, a
+chain-of-thought sub-question. A cached step is not run again, so side effects on the
+workflow ``Context`` (``ctx.store.set``, ``ctx.send_event``) are not replayed: cache
+only steps whose whole effect is their return value.
+
+Keys: for a workflow step, its input event(s) (class + fields as canonical JSON); the
+``self`` / ``ctx`` / injected resources do not take part. For a plain function, all its
+arguments (which must then be JSON-like). ``key=`` replaces either with your own.
+QueryPipeline, for which this was once asked, was removed from LlamaIndex in 0.13; a
+plain function used inside a workflow or a custom pipeline is decorated the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from llama_index.core.workflow import Context, Event
+from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
+
+from agent_cache import ConfigurationError, StepCache
+from agent_cache.keys import canonical_json
+from agent_cache.policy import is_cacheable
+
+__all__ = ["cache_step"]
+
+log = logging.getLogger("agent_cache.llama_index")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _NotStored(Exception):
+    def __init__(self, value: Any) -> None:
+        super().__init__("not cached")
+        self.value = value
+
+
+def _event_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _event_json(event: Event) -> dict[str, Any]:
+    try:
+        data = event.model_dump(mode="json")
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{type(event).__name__} has fields with no JSON form; pass key= to cache_step"
+        ) from exc
+    return {"event": _event_name(type(event)), "data": data}
+
+
+def _event_types(annotation: Any) -> set[type]:
+    """Event classes named in a return annotation (unions and optionals included)."""
+    if isinstance(annotation, type):
+        return {annotation} if issubclass(annotation, Event) else set()
+    found: set[type] = set()
+    for arg in typing.get_args(annotation):
+        found |= _event_types(arg)
+    return found
+
+
+class _Codec:
+    """Encodes a step's input and output as JSON; decodes outputs into known events."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.signature = inspect.signature(fn)
+        try:
+            returns = typing.get_type_hints(fn).get("return")
+        except Exception:  # unresolvable forward references: learn classes at run time
+            returns = None
+        self.events = {_event_name(c): c for c in _event_types(returns)}
+
+    def key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = {
+            name: value
+            for name, value in bound.arguments.items()
+            if name not in ("self", "cls") and not isinstance(value, Context)
+        }
+        events = {n: v for n, v in values.items() if isinstance(v, Event)}
+        if events:  # a workflow step: keyed by its input event(s)
+            return {name: _event_json(ev) for name, ev in sorted(events.items())}
+        try:
+            canonical_json(values)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"arguments have no JSON form ({exc}); pass key= to cache_step"
+            ) from exc
+        return values
+
+    def encode(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, Event):
+            self.events.setdefault(_event_name(type(value)), type(value))
+            try:
+                return _event_json(value)
+            except ConfigurationError:
+                raise _NotStored(value) from None
+        if not is_cacheable(value):
+            raise _NotStored(value)
+        try:
+            canonical_json(value)
+        except ConfigurationError:
+            raise _NotStored(value) from None
+        return {"value": value}
+
+    def decode(self, payload: Any) -> tuple[bool, Any]:
+        """(True, value) for a usable payload; (False, None) otherwise."""
+        if not isinstance(payload, dict):
+            return False, None
+        if "value" in payload:
+            return True, payload["value"]
+        cls = self.events.get(str(payload.get("event")))
+        if cls is None:  # an event class this step does not return: never import by name
+            return False, None
+        data = dict(payload.get("data") or {})
+        extra = data.pop("_data", None) or {}
+        return True, cls(**data, **extra)
+
+
+def cache_step(
+    fn: F | None = None,
+    *,
+    name: str | None = None,
+    cache: CacheArg = None,
+    ttl: float | None = None,
+    version: str = "",
+    semantic: bool = False,
+    key: Callable[..., Any] | None = None,
+) -> Any:
+    """Decorate a workflow step (under ``@step``) or a plain function to cache its result.
+
+    Args:
+        fn: the function (sync or async); the decorator also works without parentheses.
+        name: the step's name in the cache (default: the function's qualified name).
+        cache: a :class:`agent_cache.LayeredCache`, a directory, or ``None`` for the
+            shared default ``.agent_cache``.
+        ttl: seconds a result stays valid (``None``: the cache's TTL policy).
+        version: bump when the step's logic or prompt changes.
+        semantic: reuse results for paraphrased inputs (needs ``key=`` returning a str,
+            e.g. the question to rewrite).
+        key: ``key(*args, **kwargs)`` -> the JSON value (or str) to key on.
+
+    Returns:
+        The decorated function, with the same signature (so ``@step`` still sees the
+        event types). ``None`` results, errors and non-JSON results are not stored.
+
+    Example:
+        >>> class RAG(Workflow):
+        ...     @step
+        ...     @cache_step(name="rewrite", version="v2")
+        ...     async def rewrite(self, ev: StartEvent) -> QueryEvent:
+        ...         return QueryEvent(query=await llm.apredict(REWRITE, q=ev.query))
+    """
+
+    def decorate(func: F) -> F:
+        steps = StepCache(resolve_cache(cache), ttl=ttl)
+        step_name = name or func.__qualname__
+        codec = _Codec(func)
+
+        def value_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return key(*args, **kwargs) if key is not None else codec.key(args, kwargs)
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                produced: list[Any] = []
+
+                async def compute(_value: Any) -> Any:
+                    result = await func(*args, **kwargs)
+                    produced.append(result)
+                    return codec.encode(result)
+
+                try:
+                    payload = await steps.arun(
+                        step_name, value_of(args, kwargs), compute,
+                        version=version, semantic=semantic,
+                    )  # fmt: skip
+                except _NotStored as exc:
+                    return exc.value
+                if produced:
+                    return produced[0]
+                ok, value = codec.decode(payload)
+                return value if ok else await func(*args, **kwargs)
+
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            produced: list[Any] = []
+
+            def compute(_value: Any) -> Any:
+                result = func(*args, **kwargs)
+                produced.append(result)
+                return codec.encode(result)
+
+            try:
+                payload = steps.run(
+                    step_name, value_of(args, kwargs), compute,
+                    version=version, semantic=semantic,
+                )  # fmt: skip
+            except _NotStored as exc:
+                return exc.value
+            if produced:
+                return produced[0]
+            ok, value = codec.decode(payload)
+            return value if ok else func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(fn) if fn is not None else decorate

@@ -1,0 +1,93 @@
+"""StablePrefixPostprocessor: the same retrieved set always renders the same context."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import MockLLM
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.agent_cache import StablePrefixPostprocessor
+
+
+def nodes() -> list[NodeWithScore]:
+    return [
+        NodeWithScore(node=TextNode(id_=f"doc-{i}", text=f"text {i}"), score=s)
+        for i, s in enumerate([0.9, 0.2, 0.7, 0.5, None])
+    ]
+
+
+def ids(result: list[NodeWithScore]) -> list[str]:
+    return [n.node.node_id for n in result]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_order_is_stable_under_shuffled_retrieval(seed: int) -> None:
+    shuffled = nodes()
+    random.Random(seed).shuffle(shuffled)
+    post = StablePrefixPostprocessor()
+    assert ids(post.postprocess_nodes(shuffled)) == ["doc-0", "doc-1", "doc-2", "doc-3", "doc-4"]
+
+
+def test_cutoff_then_top_n_then_stable_order() -> None:
+    post = StablePrefixPostprocessor(similarity_cutoff=0.4)
+    assert ids(post.postprocess_nodes(nodes())) == ["doc-0", "doc-2", "doc-3"]
+    best_two = StablePrefixPostprocessor(top_n=2)
+    assert ids(best_two.postprocess_nodes(nodes()[::-1])) == ["doc-0", "doc-2"]
+
+
+def test_duplicate_texts_are_dropped_and_content_order() -> None:
+    twins = [
+        NodeWithScore(node=TextNode(id_="b", text="same"), score=0.5),
+        NodeWithScore(node=TextNode(id_="a", text="same"), score=0.4),
+        NodeWithScore(node=TextNode(id_="c", text="other"), score=0.3),
+    ]
+    assert len(StablePrefixPostprocessor().postprocess_nodes(twins)) == 2
+    by_content = StablePrefixPostprocessor(order_by="content")
+    renamed = [
+        NodeWithScore(node=TextNode(id_=f"x{i}", text=n.node.get_content()), score=n.score)
+        for i, n in enumerate(twins[::-1])
+    ]
+    texts = [n.node.get_content() for n in by_content.postprocess_nodes(twins)]
+    assert texts == [n.node.get_content() for n in by_content.postprocess_nodes(renamed)]
+
+
+async def test_async_path_matches_sync() -> None:
+    post = StablePrefixPostprocessor(similarity_cutoff=0.1)
+    shuffled = nodes()[::-1]
+    assert ids(await post.apostprocess_nodes(shuffled, QueryBundle("q"))) == ids(
+        post.postprocess_nodes(nodes())
+    )
+
+
+def test_query_engine_prompt_is_identical_for_any_retrieval_order() -> None:
+    texts = ["Alpha doc.", "Beta doc.", "Gamma doc."]
+    index = VectorStoreIndex(
+        [TextNode(id_=f"n{i}", text=t) for i, t in enumerate(texts)],
+        embed_model=MockEmbedding(embed_dim=4),
+    )
+    retriever = index.as_retriever(similarity_top_k=3)
+    post = StablePrefixPostprocessor()
+    retrieved = retriever.retrieve("q")
+    orders = set()
+    for seed in range(4):
+        shuffled = list(retrieved)
+        random.Random(seed).shuffle(shuffled)
+        orders.add(tuple(n.node.get_content() for n in post.postprocess_nodes(shuffled)))
+    assert orders == {("Alpha doc.", "Beta doc.", "Gamma doc.")}
+    engine = index.as_query_engine(llm=MockLLM(), node_postprocessors=[post], similarity_top_k=3)
+    # MockLLM echoes the prompt: the context appears in the stable order
+    answer = str(engine.query("q"))
+    assert answer.index("Alpha") < answer.index("Beta") < answer.index("Gamma")
+
+
+def test_local_fallback_matches_the_core_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_index.postprocessor.agent_cache import base
+
+    shuffled = nodes()[::-1] + [NodeWithScore(node=TextNode(id_="dup", text="text 1"), score=0.1)]
+    with_core = ids(StablePrefixPostprocessor().postprocess_nodes(shuffled))
+    monkeypatch.setattr(base, "_core_order", lambda: None)
+    assert ids(StablePrefixPostprocessor().postprocess_nodes(shuffled)) == with_core
+    assert len(with_core) == 5  # the duplicate text was dropped
