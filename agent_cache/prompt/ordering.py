@@ -1,0 +1,298 @@
+"""Document order for stable prefixes: canonical, and learned popularity with hysteresis.
+
+vLLM reuses KV blocks only for an identical *prefix*. Two requests that retrieved the same
+documents in a different order share nothing after the first difference, so the order in
+which documents are put into a prompt should not depend on retrieval order:
+
+* :func:`order_documents` sorts by document identity (a canonical order);
+* :class:`PopularityOrderer` learns how often each document is retrieved and puts the most
+  shared first, so that requests with partly overlapping sets still share their leading
+  documents. A document moves above another only when it is clearly more popular
+  (hysteresis): every change of order throws cached blocks away.
+
+Both drop exact duplicates. Relevance order is lost; a prompt can say which documents
+matter most *after* the documents (see :class:`~agent_cache.prompt.StablePrompt`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from agent_cache.errors import ConfigurationError
+from agent_cache.prompt._docs import DocKey, dedupe, doc_key
+from agent_cache.prompt._paths import PathTrie
+
+__all__ = ["PopularityOrderer", "order_documents"]
+
+T = TypeVar("T")
+
+_RENORMALIZE_AT = 1e100
+
+
+def order_documents(docs: Iterable[T], key: DocKey | None = None) -> list[T]:
+    """Put documents in a canonical order that does not depend on retrieval order.
+
+    Exact duplicates (same text) are dropped, then documents are sorted by their key, so
+    any two requests that retrieved the same set render it identically.
+
+    Args:
+        docs: Strings, mappings, LangChain ``Document``s or LlamaIndex nodes.
+        key: Document -> identity string. Default: an ``id``/``node_id`` attribute or key,
+            else ``metadata["id"]`` (or ``doc_id``, ``document_id``, ...), else a hash of
+            the text.
+
+    Returns:
+        The documents, deduplicated, in canonical order.
+
+    Example:
+        >>> docs = [{"id": "b", "content": "B"}, {"id": "a", "content": "A"}]
+        >>> [d["id"] for d in order_documents(docs)]
+        ['a', 'b']
+    """
+    keyfn = key or doc_key
+    unique = dedupe(docs)
+    return sorted(unique, key=keyfn)
+
+
+class PopularityOrderer:
+    """Orders documents most-shared first, learning frequencies online.
+
+    Every call to :meth:`order` counts the documents it is given, then orders them in two
+    parts:
+
+    1. *Known paths* (``follow_paths=True``): the orders already handed out form a trie;
+       the request's documents first follow its longest path made only of them (ties:
+       the most used), so the prompt repeats a document sequence that is already cached.
+    2. *Popularity*: the rest follow a global ranking by count. A document passes the one
+       ranked just above it only when its count exceeds
+       ``(1 + hysteresis) * count_above + min_lead``; so the ranking, and with it the
+       prompts' prefixes, settles instead of churning with every request. Unseen
+       documents join at the end of the ranking in canonical (key) order.
+
+    Thread-safe. Memory is bounded by ``max_docs`` (the least popular are forgotten) and
+    ``max_path_nodes`` (old paths' counts are halved and rare ones dropped).
+
+    Args:
+        hysteresis: Relative lead needed to pass the document above.
+        min_lead: Absolute lead (in requests) needed to pass the document above.
+        half_life: When set, counts decay with this half-life (in calls), so the ranking
+            follows a drifting workload; ``None`` counts forever.
+        max_docs: Documents remembered at most.
+        follow_paths: Reuse the orders already handed out (see above).
+        max_path_nodes: Trie nodes kept at most.
+
+    Example:
+        >>> orderer = PopularityOrderer(min_lead=0, follow_paths=False)
+        >>> same = lambda doc: doc  # each string is its own key
+        >>> orderer.order(["a", "b"], key=same)
+        ['a', 'b']
+        >>> orderer.order(["c", "b"], key=same)
+        ['b', 'c']
+        >>> orderer.order(["a", "b"], key=same)  # "b" is now the more shared: it leads
+        ['b', 'a']
+    """
+
+    def __init__(
+        self,
+        *,
+        hysteresis: float = 0.25,
+        min_lead: float = 2.0,
+        half_life: float | None = None,
+        max_docs: int = 100_000,
+        follow_paths: bool = True,
+        max_path_nodes: int = 200_000,
+    ) -> None:
+        if hysteresis < 0 or min_lead < 0:
+            raise ConfigurationError("hysteresis and min_lead must be >= 0")
+        if half_life is not None and half_life <= 0:
+            raise ConfigurationError("half_life must be > 0 (or None)")
+        if max_docs < 1 or max_path_nodes < 1:
+            raise ConfigurationError("max_docs and max_path_nodes must be >= 1")
+        self.hysteresis = hysteresis
+        self.min_lead = min_lead
+        self.half_life = half_life
+        self.max_docs = max_docs
+        self._ranking: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._count: dict[str, float] = {}
+        self._weight = 1.0
+        self._paths = PathTrie(max_path_nodes) if follow_paths else None
+        self._lock = threading.Lock()
+
+    def order(self, docs: Iterable[T], key: DocKey | None = None) -> list[T]:
+        """Count ``docs`` and return them (deduplicated) most-shared first.
+
+        Args:
+            docs: The documents of one request.
+            key: Document -> identity string (default as in :func:`order_documents`).
+
+        Returns:
+            The documents in ranking order.
+
+        Example:
+            >>> docs = [{"id": "b", "content": "B"}, {"id": "a", "content": "A"}]
+            >>> [d["id"] for d in PopularityOrderer().order(docs + docs[:1])]
+            ['a', 'b']
+        """
+        keyfn = key or doc_key
+        unique = dedupe(docs)
+        keyed = [(keyfn(d), d) for d in unique]
+        with self._lock:
+            self._observe([k for k, _ in keyed])
+            pos = self._pos
+            keyed.sort(key=lambda kd: pos[kd[0]])
+            if self._paths is not None:
+                lead = self._paths.match({k for k, _ in keyed})
+                rank = {k: i for i, k in enumerate(lead)}
+                keyed.sort(key=lambda kd: rank.get(kd[0], len(rank)))  # stable: rest stays
+                self._paths.add([k for k, _ in keyed])
+        return [d for _, d in keyed]
+
+    def order_batch(self, batch: Sequence[Iterable[T]], key: DocKey | None = None) -> list[list[T]]:
+        """Order the documents of a whole batch so that its requests share long prefixes.
+
+        Greedy group recursion (as GGR in Liu et al., MLSys'25): the document shared by
+        the most requests of the group goes first for all of them, then the same is done
+        inside that subgroup with what is left, and again for the rest of the group.
+        Counts are then learned (and the orders remembered as paths), so online requests
+        that follow reuse them. Run the requests in :func:`schedule_batch` order.
+
+        Args:
+            batch: One document list per request.
+            key: Document -> identity string.
+
+        Returns:
+            Per request (in the given order), its documents, deduplicated and ordered.
+
+        Example:
+            >>> orderer = PopularityOrderer()
+            >>> orders = orderer.order_batch([["b", "x"], ["y", "b"], ["b", "z"]], key=str)
+            >>> [o[0] for o in orders]
+            ['b', 'b', 'b']
+        """
+        keyfn = key or doc_key
+        keyed = [[(keyfn(d), d) for d in dedupe(docs)] for docs in batch]
+        with self._lock:
+            for req in keyed:
+                self._observe([k for k, _ in req])
+            pos = self._pos
+            remaining = [dict(req) for req in keyed]
+            placed: list[list[str]] = [[] for _ in keyed]
+            _group_recursion(list(range(len(keyed))), remaining, placed, pos)
+            if self._paths is not None:
+                for path in placed:
+                    self._paths.add(path)
+        return [[dict(req)[k] for k in path] for req, path in zip(keyed, placed, strict=True)]
+
+    def observe(self, docs: Iterable[Any], key: DocKey | None = None) -> None:
+        """Count ``docs`` without ordering them (e.g. a whole batch before ordering it).
+
+        Example:
+            >>> orderer = PopularityOrderer(min_lead=0)
+            >>> for _ in range(3):
+            ...     orderer.observe(["shared"], key=str)
+            >>> orderer.order(["rare", "shared"], key=str)
+            ['shared', 'rare']
+        """
+        keyfn = key or doc_key
+        keys = [keyfn(d) for d in dedupe(docs)]
+        with self._lock:
+            self._observe(keys)
+
+    def ranking(self) -> list[str]:
+        """The document keys, most popular first (a copy)."""
+        with self._lock:
+            return list(self._ranking)
+
+    def count(self, key: str) -> float:
+        """How often ``key`` was seen (decayed when ``half_life`` is set)."""
+        with self._lock:
+            return self._count.get(key, 0.0) / self._weight
+
+    def reset(self) -> None:
+        """Forget everything learned."""
+        with self._lock:
+            self._ranking.clear()
+            self._pos.clear()
+            self._count.clear()
+            self._weight = 1.0
+            if self._paths is not None:
+                self._paths.clear()
+
+    # ------------------------------------------------------------------ internals
+    def _observe(self, keys: Sequence[str]) -> None:
+        if self.half_life is not None:
+            self._weight *= 2.0 ** (1.0 / self.half_life)
+            if self._weight > _RENORMALIZE_AT:
+                for k in self._count:
+                    self._count[k] /= self._weight
+                self._weight = 1.0
+        fresh = sorted({k for k in keys if k not in self._pos})
+        for k in fresh:
+            self._pos[k] = len(self._ranking)
+            self._ranking.append(k)
+            self._count[k] = 0.0
+        unique = list(dict.fromkeys(keys))
+        for k in unique:  # count the whole request first, then move: no order effects
+            self._count[k] += self._weight
+        for k in unique:
+            self._bubble_up(k)
+        if len(self._ranking) > self.max_docs:
+            self._forget(set(keys))
+
+    def _bubble_up(self, k: str) -> None:
+        ranking, pos, count = self._ranking, self._pos, self._count
+        lead = self.min_lead * self._weight
+        i = pos[k]
+        while i > 0:
+            above = ranking[i - 1]
+            if count[k] <= (1.0 + self.hysteresis) * count[above] + lead:
+                break
+            ranking[i - 1], ranking[i] = k, above
+            pos[k], pos[above] = i - 1, i
+            i -= 1
+
+    def _forget(self, keep: set[str]) -> None:
+        i = len(self._ranking) - 1
+        while len(self._ranking) > self.max_docs and i >= 0:
+            k = self._ranking[i]
+            if k not in keep:
+                self._ranking.pop(i)
+                del self._count[k]
+                del self._pos[k]
+                for j in range(i, len(self._ranking)):
+                    self._pos[self._ranking[j]] = j
+            i -= 1
+
+
+def _group_recursion(
+    group: list[int],
+    remaining: list[dict[str, Any]],
+    placed: list[list[str]],
+    pos: dict[str, int],
+) -> None:
+    """Place, for every request of ``group``, its most shared document first, recursively.
+
+    Ties go to the more popular document (``pos``: its rank), then to its key.
+    """
+    while group:
+        counts: dict[str, int] = {}
+        for i in group:
+            for k in remaining[i]:
+                counts[k] = counts.get(k, 0) + 1
+        if not counts:
+            return
+        best = min(counts, key=lambda k: (-counts[k], pos.get(k, len(pos)), k))
+        if counts[best] == 1:  # nothing left in common: popularity order for each
+            for i in group:
+                placed[i].extend(sorted(remaining[i], key=lambda k: (pos.get(k, len(pos)), k)))
+                remaining[i].clear()
+            return
+        sub = [i for i in group if best in remaining[i]]
+        for i in sub:
+            placed[i].append(best)
+            del remaining[i][best]
+        _group_recursion(sub, remaining, placed, pos)
+        group = [i for i in group if remaining[i]]

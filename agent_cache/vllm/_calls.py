@@ -1,0 +1,152 @@
+"""Building router calls and reading their answers: pure helpers, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from agent_cache.errors import BackendError
+from agent_cache.vllm._dispatch import Call
+from agent_cache.vllm._endpoint import Endpoint
+from agent_cache.vllm._protocol import derive_cache_salt
+from agent_cache.vllm.affinity import affinity_key
+
+__all__ = ["CallBuilder", "Message", "Prefix", "json_body", "status_error", "token_ids"]
+
+Message = Mapping[str, Any]
+Prefix = str | Sequence[Message]
+
+
+def status_error(resp: httpx.Response, ep: Endpoint) -> BackendError:
+    """A non-retryable error answer as a :class:`BackendError`."""
+    return BackendError(
+        f"HTTP {resp.status_code} from {ep.base_url}: {resp.text[:300]!r}", endpoint=ep.base_url
+    )
+
+
+def json_body(resp: httpx.Response, ep: Endpoint) -> dict[str, Any]:
+    """The JSON object of a successful answer; BackendError otherwise."""
+    if resp.status_code >= 400:
+        raise status_error(resp, ep)
+    try:
+        data = resp.json()
+    except ValueError as exc:
+        raise BackendError(f"not JSON: {resp.text[:200]!r}", endpoint=ep.base_url) from exc
+    if not isinstance(data, dict):
+        raise BackendError(f"unexpected body: {data!r:.200}", endpoint=ep.base_url)
+    return data
+
+
+def token_ids(data: Mapping[str, Any], ep: Endpoint) -> list[int]:
+    """The ``tokens`` of a ``/tokenize`` answer."""
+    tokens = data.get("tokens")
+    if not isinstance(tokens, list):
+        raise BackendError(
+            f"/tokenize answered without tokens: {data!r:.200}", endpoint=ep.base_url
+        )
+    return [int(t) for t in tokens]
+
+
+class CallBuilder:
+    """Turns the router's arguments into :class:`Call`s (bodies, salts, affinity keys)."""
+
+    def __init__(self, *, model: str | None, secret: bytes, depth: int, skip: int) -> None:
+        self.model = model
+        self.secret = secret
+        self.depth = depth
+        self.skip = skip
+
+    def cache_salt(self, namespace: str) -> str:
+        return derive_cache_salt(self.secret, namespace)
+
+    def key_for(
+        self, prompt: str | Sequence[Message] | Sequence[int], namespace: str | None
+    ) -> bytes:
+        return affinity_key(prompt, depth=self.depth, skip=self.skip, namespace=namespace)
+
+    def body(
+        self,
+        base: Mapping[str, Any],
+        model: str | None,
+        namespace: str | None,
+        extra_body: Mapping[str, Any] | None,
+        params: Mapping[str, Any],
+        stream: bool,
+    ) -> dict[str, Any]:
+        """model, then the base fields, then params, then ``extra_body`` (which wins)."""
+        body: dict[str, Any] = {}
+        if (model or self.model) is not None:
+            body["model"] = model or self.model
+        body.update(base)
+        body.update(params)
+        body.update(extra_body or {})
+        if namespace is not None:
+            body.setdefault("cache_salt", self.cache_salt(namespace))
+        if stream:
+            body["stream"] = True
+            options = dict(body.get("stream_options") or {})
+            options.setdefault("include_usage", True)
+            body["stream_options"] = options
+        else:
+            body.pop("stream", None)
+        return body
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        model: str | None,
+        namespace: str | None,
+        extra_body: Mapping[str, Any] | None,
+        affinity: str | bytes | None,
+        params: Mapping[str, Any],
+        stream: bool,
+    ) -> Call:
+        msgs = [dict(m) for m in messages]
+        body = self.body({"messages": msgs}, model, namespace, extra_body, params, stream)
+        key = _as_key(affinity) or self.key_for(msgs, namespace)
+        return Call("POST", "chat/completions", body=body, key=key, stream=stream)
+
+    def completion(
+        self,
+        prompt: str,
+        model: str | None,
+        namespace: str | None,
+        extra_body: Mapping[str, Any] | None,
+        affinity: str | bytes | None,
+        params: Mapping[str, Any],
+        stream: bool,
+    ) -> Call:
+        body = self.body({"prompt": prompt}, model, namespace, extra_body, params, stream)
+        key = _as_key(affinity) or self.key_for(prompt, namespace)
+        return Call("POST", "completions", body=body, key=key, stream=stream)
+
+    def tokenize(
+        self, prompt: str | Sequence[Message], model: str | None, add_special: bool | None
+    ) -> Call:
+        body: dict[str, Any] = {}
+        if (model or self.model) is not None:
+            body["model"] = model or self.model
+        if isinstance(prompt, str):
+            body["prompt"] = prompt
+        else:
+            body["messages"] = [dict(m) for m in prompt]
+        if add_special is not None:
+            body["add_special_tokens"] = add_special
+        return Call("POST", "tokenize", root=True, body=body)
+
+    def warm(self, ep: Endpoint, prefix: Prefix, model: str | None, namespace: str | None) -> Call:
+        """A 1-token request for ``prefix``, pinned to ``ep`` (no failover, usage not
+        recorded: a warm-up is not traffic)."""
+        params = {"max_tokens": 1, "temperature": 0.0}
+        if isinstance(prefix, str):
+            call = self.completion(prefix, model, namespace, None, None, params, False)
+        else:
+            call = self.chat(prefix, model, namespace, None, None, params, False)
+        call.key, call.pinned, call.record = None, ep, False
+        return call
+
+
+def _as_key(value: str | bytes | None) -> bytes | None:
+    return value.encode("utf-8") if isinstance(value, str) else value

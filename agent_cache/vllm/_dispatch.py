@@ -1,0 +1,375 @@
+"""Sending one call: endpoint choice, retries with backoff, failover, breakers, counters.
+
+The sync and async loops share every decision (:meth:`Dispatcher._plan`,
+:meth:`Dispatcher._begin`, :meth:`Dispatcher._judge`, ...); only the HTTP I/O differs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+)
+
+from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.vllm._endpoint import CircuitBreaker, Endpoint
+from agent_cache.vllm._protocol import is_retryable_status, usage_counts
+from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
+
+__all__ = ["Call", "Dispatcher", "UsageSink"]
+
+log = logging.getLogger("agent_cache.vllm")
+
+
+class UsageSink(Protocol):
+    """Anything that takes model usage, e.g. :class:`~agent_cache.LayeredCache`."""
+
+    def record_model_usage(self, prompt_tokens: int, cached_tokens: int | None) -> None: ...
+
+
+@dataclass
+class Call:
+    """One logical request, before an endpoint is chosen."""
+
+    method: str
+    path: str  # relative to the API base (or to the server root when ``root``)
+    root: bool = False
+    body: Mapping[str, Any] | None = None  # JSON body
+    content: bytes | None = None  # raw body (transport pass-through)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    params: str = ""  # raw query string
+    key: bytes | None = None  # affinity key; None: no preference
+    stream: bool = False
+    pinned: Endpoint | None = None  # only this endpoint (warm-up)
+    record: bool = True  # record usage (warm-ups are not traffic)
+
+
+class _Retryable(Exception):
+    def __init__(self, endpoint: Endpoint, reason: str) -> None:
+        super().__init__(reason)
+        self.endpoint = endpoint
+        self.reason = reason
+
+
+class _Exhausted(Exception):
+    """No endpoint left to try in this call."""
+
+
+@dataclass
+class _Attempts:
+    plan: list[Endpoint]
+    tried: list[tuple[Endpoint, str]] = field(default_factory=list)
+    next_index: int = 0
+    last_error: BaseException | None = None
+
+
+def _is_usage_path(path: str) -> bool:
+    return path.rstrip("/").endswith("completions")
+
+
+class Dispatcher:
+    """Endpoint state and the retry loops (internal; owned by :class:`VllmRouter`)."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        policy: str,
+        timeout: float,
+        total_timeout: float,
+        max_attempts: int | None,
+        backoff_initial: float,
+        backoff_max: float,
+        breaker_threshold: int,
+        breaker_reset: float,
+        load_factor: float,
+        load_window: int,
+        clock: Callable[[], float],
+        sink: UsageSink | None,
+        api_key: str | None,
+    ) -> None:
+        if not endpoints:
+            raise ConfigurationError("VllmRouter needs at least one endpoint")
+        if policy not in ("affinity", "round_robin"):
+            raise ConfigurationError(f"policy must be 'affinity' or 'round_robin', not {policy!r}")
+        if timeout <= 0 or total_timeout <= 0:
+            raise ConfigurationError("timeout and total_timeout must be > 0")
+        if max_attempts is not None and max_attempts < 1:
+            raise ConfigurationError("max_attempts must be >= 1")
+        if backoff_initial < 0 or backoff_max < 0:
+            raise ConfigurationError("backoff times must be >= 0")
+        self.endpoints = [
+            Endpoint(url, CircuitBreaker(breaker_threshold, breaker_reset, clock))
+            for url in endpoints
+        ]
+        urls = [e.base_url for e in self.endpoints]
+        if len(set(urls)) != len(urls):
+            raise ConfigurationError(f"duplicate endpoints in {urls}")
+        self.urls = urls
+        self.policy = policy
+        self.timeout = timeout
+        self.total_timeout = total_timeout
+        self.max_attempts = max_attempts or len(self.endpoints) + 2
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.clock = clock
+        self.sink = sink
+        self.api_key = api_key
+        self.lock = threading.Lock()
+        self.load = BoundedLoad(len(self.endpoints), load_factor=load_factor, window=load_window)
+        self._rr = 0
+
+    # ------------------------------------------------------------------ choice
+    def _plan(self, call: Call) -> list[Endpoint]:
+        """Endpoints to try, best first; only those whose breaker lets a request through."""
+        with self.lock:
+            if call.pinned is not None:
+                return [call.pinned] if call.pinned.breaker.available() else []
+            up = [i for i, e in enumerate(self.endpoints) if e.breaker.available()]
+            if not up:
+                return []
+            if self.policy == "round_robin" or call.key is None:
+                start = self._rr % len(up)
+                self._rr += 1
+                ranked = up[start:] + up[:start]
+            else:
+                allowed = set(up)
+                ranked = [i for i in rendezvous_order(call.key, self.urls) if i in allowed]
+                first = self.load.pick(ranked)
+                ranked = [first] + [i for i in ranked if i != first]
+            return [self.endpoints[i] for i in ranked]
+
+    def pick(self, key: bytes | None) -> Endpoint | None:
+        """The endpoint a call with ``key`` would go to first (counted as assigned)."""
+        plan = self._plan(Call("POST", "", key=key))
+        return plan[0] if plan else None
+
+    def _next(self, state: _Attempts) -> Endpoint:
+        """The next endpoint of the plan that is still available (cycling)."""
+        with self.lock:
+            for _ in range(len(state.plan)):
+                ep = state.plan[state.next_index % len(state.plan)]
+                state.next_index += 1
+                if ep.breaker.available():
+                    return ep
+        raise _Exhausted()
+
+    def _wait(self, state: _Attempts) -> Callable[[RetryCallState], float]:
+        def wait(rs: RetryCallState) -> float:
+            n = rs.attempt_number  # attempts made so far
+            if n < len(state.plan):
+                return 0.0  # fail over to a fresh replica at once
+            rounds = n - len(state.plan)
+            delay = min(self.backoff_max, self.backoff_initial * (2.0**rounds))
+            return float(delay + random.uniform(0, self.backoff_initial))
+
+        return wait
+
+    def _retrying_kwargs(self, state: _Attempts) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.max_attempts) | stop_after_delay(self.total_timeout),
+            "wait": self._wait(state),
+            "retry": retry_if_exception_type(_Retryable),
+            "reraise": True,
+        }
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _begin(self, ep: Endpoint) -> None:
+        with self.lock:
+            ep.breaker.acquire()
+            ep.requests += 1
+            ep.in_flight += 1
+            self.load.in_flight[self.endpoints.index(ep)] += 1
+
+    def _release(self, ep: Endpoint, *, ok: bool, reason: str = "") -> None:
+        with self.lock:
+            ep.in_flight -= 1
+            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            if ok:
+                if ep.breaker.success():
+                    ep.needs_warmup = True
+                    log.info("endpoint %s is back", ep.base_url)
+            else:
+                ep.failures += 1
+                ep.breaker.failure()
+                log.warning("endpoint %s failed: %s", ep.base_url, reason)
+
+    def record_usage(self, ep: Endpoint, usage: Any) -> None:
+        counts = usage_counts(usage)
+        if counts is None:
+            return
+        prompt, cached = counts
+        with self.lock:
+            ep.prompt_tokens += prompt
+            ep.cached_tokens += cached
+        if self.sink is not None:
+            self.sink.record_model_usage(prompt, cached)
+
+    def end_stream(self, ep: Endpoint, usage: Any, *, failed: bool) -> None:
+        """A stream that :meth:`send` opened is finished (or broke)."""
+        if usage is not None:
+            self.record_usage(ep, usage)
+        with self.lock:
+            ep.in_flight -= 1
+            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            if failed:
+                ep.failures += 1
+                ep.breaker.failure()
+
+    def _request(
+        self, client: httpx.Client | httpx.AsyncClient, ep: Endpoint, call: Call, timeout: float
+    ) -> httpx.Request:
+        url = ep.url_for(call.path, root=call.root)
+        if call.params:
+            url = f"{url}?{call.params}"
+        headers = {"accept-encoding": "identity", **dict(call.headers)}
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        content = call.content
+        if call.body is not None:
+            content = json.dumps(call.body).encode("utf-8")
+            headers["content-type"] = "application/json"
+        return client.build_request(
+            call.method, url, content=content, headers=headers, timeout=timeout
+        )
+
+    def _remaining(self, started: float) -> float:
+        return max(0.05, min(self.timeout, self.total_timeout - (self.clock() - started)))
+
+    def _judge(self, ep: Endpoint, call: Call, resp: httpx.Response) -> None:
+        """After the headers (and, unless streaming, the body) arrived."""
+        if is_retryable_status(resp.status_code):
+            self._release(ep, ok=False, reason=f"HTTP {resp.status_code}")
+            raise _Retryable(ep, f"HTTP {resp.status_code}")
+        if call.stream:
+            if resp.status_code < 400:
+                with self.lock:  # stays in flight until end_stream
+                    if ep.breaker.success():
+                        ep.needs_warmup = True
+            return  # an error body is read (and the endpoint released) by the caller
+        self._release(ep, ok=True)
+        if call.record and resp.status_code < 400 and _is_usage_path(call.path):
+            try:
+                data = resp.json()
+            except ValueError:
+                return
+            if isinstance(data, dict):
+                self.record_usage(ep, data.get("usage"))
+
+    def _error(self, call: Call, state: _Attempts) -> BackendError:
+        what = f"{call.method} {call.path}"
+        if not state.tried:
+            names = ", ".join(self.urls if call.pinned is None else [call.pinned.base_url])
+            return BackendError(
+                f"{what}: no endpoint available (circuit breakers open: {names})",
+                endpoint=names,
+            )
+        detail = "; ".join(f"{ep.base_url} ({reason})" for ep, reason in state.tried)
+        names = ", ".join(dict.fromkeys(ep.base_url for ep, _ in state.tried))
+        return BackendError(
+            f"{what} failed after {len(state.tried)} attempt(s) on every endpoint tried: {detail}",
+            endpoint=names,
+        )
+
+    # ------------------------------------------------------------------ sync
+    def send(self, client: httpx.Client, call: Call) -> tuple[httpx.Response, Endpoint]:
+        """Send ``call``; retry, fail over; the response is read unless ``call.stream``.
+
+        Raises:
+            BackendError: Every attempt failed, or no endpoint was available.
+        """
+        state = _Attempts(self._plan(call))
+        started = self.clock()
+        if not state.plan:
+            raise self._error(call, state)
+        try:
+            for attempt in Retrying(**self._retrying_kwargs(state)):
+                with attempt:
+                    return self._attempt(client, call, state, started)
+        except (_Retryable, _Exhausted):
+            raise self._error(call, state) from state.last_error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(
+        self, client: httpx.Client, call: Call, state: _Attempts, started: float
+    ) -> tuple[httpx.Response, Endpoint]:
+        ep = self._next(state)
+        self._begin(ep)
+        request = self._request(client, ep, call, self._remaining(started))
+        try:
+            resp = client.send(request, stream=call.stream)
+        except httpx.TransportError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            state.tried.append((ep, reason))
+            state.last_error = exc
+            self._release(ep, ok=False, reason=reason)
+            raise _Retryable(ep, reason) from exc
+        try:
+            self._judge(ep, call, resp)
+        except _Retryable as exc:
+            state.tried.append((ep, exc.reason))
+            state.last_error = httpx.HTTPStatusError(
+                f"{exc.reason} from {ep.base_url}", request=resp.request, response=resp
+            )
+            resp.close()
+            raise
+        if call.stream and resp.status_code >= 400:
+            resp.read()
+            self._release(ep, ok=True)
+        return resp, ep
+
+    # ------------------------------------------------------------------ async
+    async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
+        """Async twin of :meth:`send`."""
+        state = _Attempts(self._plan(call))
+        started = self.clock()
+        if not state.plan:
+            raise self._error(call, state)
+        try:
+            async for attempt in AsyncRetrying(**self._retrying_kwargs(state)):
+                with attempt:
+                    return await self._aattempt(client, call, state, started)
+        except (_Retryable, _Exhausted):
+            raise self._error(call, state) from state.last_error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _aattempt(
+        self, client: httpx.AsyncClient, call: Call, state: _Attempts, started: float
+    ) -> tuple[httpx.Response, Endpoint]:
+        ep = self._next(state)
+        self._begin(ep)
+        request = self._request(client, ep, call, self._remaining(started))
+        try:
+            resp = await client.send(request, stream=call.stream)
+        except httpx.TransportError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            state.tried.append((ep, reason))
+            state.last_error = exc
+            self._release(ep, ok=False, reason=reason)
+            raise _Retryable(ep, reason) from exc
+        try:
+            self._judge(ep, call, resp)
+        except _Retryable as exc:
+            state.tried.append((ep, exc.reason))
+            state.last_error = httpx.HTTPStatusError(
+                f"{exc.reason} from {ep.base_url}", request=resp.request, response=resp
+            )
+            await resp.aclose()
+            raise
+        if call.stream and resp.status_code >= 400:
+            await resp.aread()
+            self._release(ep, ok=True)
+        return resp, ep

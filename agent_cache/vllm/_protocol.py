@@ -1,0 +1,119 @@
+"""Pure helpers for vLLM's OpenAI-compatible API, shared by the sync and async paths."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "SseUsageSniffer",
+    "derive_cache_salt",
+    "is_retryable_status",
+    "parse_sse_line",
+    "usage_counts",
+]
+
+#: Response headers that must not be copied onto a re-built response (the body we hand
+#: on is already decoded and its length is recomputed).
+HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection"})
+
+
+def is_retryable_status(status: int) -> bool:
+    """429 (busy) and 5xx are worth another try, possibly on another replica.
+
+    Example:
+        >>> [is_retryable_status(s) for s in (200, 400, 429, 503)]
+        [False, False, True, True]
+    """
+    return status == 429 or status >= 500
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def usage_counts(usage: Any) -> tuple[int, int] | None:
+    """``(prompt_tokens, cached_tokens)`` of a ``usage`` object, or None without one.
+
+    vLLM sends ``prompt_tokens_details`` only with ``--enable-prompt-tokens-details`` and
+    (in most versions) as ``null`` when nothing was cached: null or missing means 0.
+
+    Example:
+        >>> usage_counts({"prompt_tokens": 40, "prompt_tokens_details": None})
+        (40, 0)
+        >>> usage_counts({"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}})
+        (40, 32)
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return _int(usage.get("prompt_tokens")), _int(cached)
+
+
+def derive_cache_salt(secret: bytes, namespace: str) -> str:
+    """A 256-bit ``cache_salt`` for ``namespace``: HMAC-SHA256(secret, namespace), hex.
+
+    The same secret gives the same salt in every process (so replicas' caches are shared
+    within a namespace); without the secret a salt cannot be guessed from the namespace.
+
+    Example:
+        >>> len(derive_cache_salt(b"k", "tenant-a"))
+        64
+    """
+    return hmac.new(secret, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def parse_sse_line(line: str) -> dict[str, Any] | None:
+    """The JSON object of one ``data: {...}`` line; None for other lines and ``[DONE]``.
+
+    Example:
+        >>> parse_sse_line('data: {"choices": []}')
+        {'choices': []}
+        >>> parse_sse_line("data: [DONE]") is None
+        True
+    """
+    if not line.startswith("data:"):
+        return None
+    payload = line[5:].strip()
+    if not payload or payload == "[DONE]":
+        return None
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class SseUsageSniffer:
+    """Watches server-sent-event bytes go by and keeps the last ``usage`` it saw.
+
+    Example:
+        >>> s = SseUsageSniffer()
+        >>> s.feed(b'data: {"choices": [], "usage": {"prompt_tokens": 3}}\\n\\n')
+        >>> s.usage
+        {'prompt_tokens': 3}
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.usage: dict[str, Any] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for raw in lines:
+            self._line(raw)
+
+    def close(self) -> None:
+        if self._buffer:
+            self._line(self._buffer)
+            self._buffer = b""
+
+    def _line(self, raw: bytes) -> None:
+        data = parse_sse_line(raw.decode("utf-8", "replace").rstrip("\r"))
+        if data is not None and isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]

@@ -1,0 +1,645 @@
+"""``VllmRouter``: OpenAI-compatible calls over several vLLM replicas.
+
+Misses of the result cache go to vLLM. What a miss costs there depends on which replica
+gets it and on whether that replica already holds the prompt's leading KV blocks. The
+router picks the replica by prefix affinity (or round-robin), retries with backoff,
+fails over, isolates tenants with ``cache_salt`` and records the cached-token counts vLLM
+reports as the cache's KV layer.
+
+Example:
+    >>> router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
+    >>> reply = router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
+    >>> reply["usage"]["prompt_tokens_details"]  # doctest: +SKIP
+    {'cached_tokens': 1024}
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import httpx
+
+from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
+from agent_cache.vllm._dispatch import Dispatcher, UsageSink
+from agent_cache.vllm._endpoint import Endpoint, EndpointStats
+from agent_cache.vllm._protocol import parse_sse_line
+from agent_cache.vllm._warmup import Item, WarmupBook
+from agent_cache.vllm.affinity import DEFAULT_DEPTH
+from agent_cache.vllm.metrics import PrefixCacheMetrics, parse_prefix_cache_metrics
+
+__all__ = ["NAMESPACE_HEADER", "VllmRouter"]
+
+log = logging.getLogger("agent_cache.vllm")
+
+#: A request header the routing transport reads (and strips) to pick the namespace.
+NAMESPACE_HEADER = "x-agent-cache-namespace"
+
+
+class VllmRouter:
+    """Routes OpenAI-compatible requests over vLLM replicas.
+
+    Nothing is sent until the first call (no I/O in the constructor).
+
+    Args:
+        endpoints: OpenAI base URLs, e.g. ``["http://gpu-1:8000/v1"]``.
+        policy: ``"affinity"`` (rendezvous hashing of the prompt's leading part, with
+            bounded load) or ``"round_robin"``.
+        model: ``model`` sent when a call does not name one (omitted when None).
+        api_key: Sent as a bearer token.
+        timeout: Seconds per HTTP attempt.
+        total_timeout: Seconds for all attempts of one call together.
+        max_attempts: Attempts per call (default: number of endpoints + 2).
+        backoff_initial: First backoff (seconds) once every replica was tried; doubles
+            per round, with up to this much random jitter.
+        backoff_max: Backoff cap.
+        breaker_threshold: Consecutive failures that open an endpoint's circuit breaker.
+        breaker_reset: Seconds an open breaker waits before one trial request.
+        affinity_depth: Characters after the system messages (or after
+            ``affinity_skip`` for text prompts) that form the affinity key.
+        affinity_skip: For text prompts: leading characters every prompt shares.
+        load_factor: A replica may take this times its fair share of recent load.
+        load_window: Recent assignments that count as load (plus those in flight).
+        salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
+            processes that share servers should share it; default: random per router.
+        cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
+        client: An ``httpx.Client`` to send with (never closed by the router).
+        async_client: An ``httpx.AsyncClient`` to send with (never closed by the router).
+        health_timeout: Seconds for one ``/health`` or ``/metrics`` request.
+        clock: Monotonic clock for the breakers (tests pass a fake).
+
+    Example:
+        >>> router = VllmRouter(["http://127.0.0.1:8000/v1"], policy="round_robin")
+        >>> router.cache_salt("tenant-a") == router.cache_salt("tenant-a")
+        True
+        >>> router.stats()["http://127.0.0.1:8000/v1"].requests
+        0
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        policy: Literal["affinity", "round_robin"] = "affinity",
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        total_timeout: float = 180.0,
+        max_attempts: int | None = None,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 2.0,
+        breaker_threshold: int = 3,
+        breaker_reset: float = 10.0,
+        affinity_depth: int = DEFAULT_DEPTH,
+        affinity_skip: int = 0,
+        load_factor: float = 1.25,
+        load_window: int = 32,
+        salt_secret: str | bytes | None = None,
+        cache: UsageSink | None = None,
+        client: httpx.Client | None = None,
+        async_client: httpx.AsyncClient | None = None,
+        health_timeout: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(endpoints, str):
+            raise ConfigurationError("endpoints must be a list of base URLs, not one string")
+        if affinity_depth < 0 or affinity_skip < 0:
+            raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
+        self._d = Dispatcher(
+            endpoints,
+            policy=policy,
+            timeout=timeout,
+            total_timeout=total_timeout,
+            max_attempts=max_attempts,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+            breaker_threshold=breaker_threshold,
+            breaker_reset=breaker_reset,
+            load_factor=load_factor,
+            load_window=load_window,
+            clock=clock,
+            sink=cache,
+            api_key=api_key,
+        )
+        self.policy = policy
+        self.health_timeout = health_timeout
+        secret = salt_secret if salt_secret is not None else os.urandom(32)
+        self._calls = CallBuilder(
+            model=model,
+            secret=secret.encode("utf-8") if isinstance(secret, str) else bytes(secret),
+            depth=affinity_depth,
+            skip=affinity_skip,
+        )
+        self._warmups = WarmupBook(self._d, self._calls, policy)
+        self._client = client
+        self._aclient = async_client
+        self._owns_client = client is None
+        self._owns_aclient = async_client is None
+        self._client_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def endpoints(self) -> list[str]:
+        """The endpoints' OpenAI base URLs."""
+        return list(self._d.urls)
+
+    @property
+    def model(self) -> str | None:
+        """The ``model`` sent when a call names none."""
+        return self._calls.model
+
+    def cache_salt(self, namespace: str) -> str:
+        """The ``cache_salt`` sent for ``namespace`` (256 bits, hex).
+
+        Example:
+            >>> r = VllmRouter(["http://h:8000/v1"], salt_secret="s")
+            >>> r.cache_salt("a") != r.cache_salt("b")
+            True
+        """
+        return self._calls.cache_salt(namespace)
+
+    def key_for(
+        self, prompt: str | Sequence[Message] | Sequence[int], namespace: str | None = None
+    ) -> bytes:
+        """The affinity key of a prompt (what :meth:`pick` and the routing use)."""
+        return self._calls.key_for(prompt, namespace)
+
+    def pick(
+        self, prompt: str | Sequence[Message] | Sequence[int], namespace: str | None = None
+    ) -> str | None:
+        """The endpoint the policy sends ``prompt`` to now (counted as one assignment).
+
+        Returns None when every circuit breaker is open. Used by benchmarks to replay a
+        stream through the same choice the router makes.
+
+        Example:
+            >>> VllmRouter(["http://h:8000/v1"]).pick("hello")
+            'http://h:8000/v1'
+        """
+        ep = self._d.pick(self.key_for(prompt, namespace))
+        return ep.base_url if ep else None
+
+    def stats(self) -> dict[str, EndpointStats]:
+        """Per endpoint: requests, failures, prompt and cached tokens, in flight, breaker.
+
+        Example:
+            >>> s = router.stats()["http://gpu-1:8000/v1"]  # doctest: +SKIP
+            >>> s.cached_share  # doctest: +SKIP
+            0.61
+        """
+        with self._d.lock:
+            return {e.base_url: e.snapshot() for e in self._d.endpoints}
+
+    def _sync(self) -> httpx.Client:
+        with self._client_lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self._d.timeout)
+            return self._client
+
+    def _async(self) -> httpx.AsyncClient:
+        with self._client_lock:
+            if self._aclient is None:
+                self._aclient = httpx.AsyncClient(timeout=self._d.timeout)
+            return self._aclient
+
+    # ------------------------------------------------------------------ sync calls
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """One chat completion; returns the response body (with ``usage``).
+
+        Args:
+            messages: OpenAI chat messages.
+            model: Overrides the router's ``model``.
+            namespace: Tenant; sets a per-namespace ``cache_salt`` (requests of different
+                namespaces never share KV blocks). None: no salt.
+            extra_body: vLLM extras merged into the body (``top_k``, ``priority``,
+                ``structured_outputs``, ``cache_salt``, ...).
+            affinity_key: Route by this key instead of the prompt's leading part.
+            **params: OpenAI parameters (``max_tokens``, ``temperature``, ...).
+
+        Returns:
+            The JSON body of ``/v1/chat/completions``.
+
+        Raises:
+            BackendError: Every attempt failed (names each endpoint tried), or the server
+                answered with a non-retryable error.
+
+        Example:
+            >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
+            {'id': ..., 'choices': [...], 'usage': {...}}
+        """
+        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        resp, ep = self._d.send(self._sync(), call)
+        return json_body(resp, ep)
+
+    def complete(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """One text completion (``/v1/completions``); returns the response body.
+
+        Example:
+            >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
+        """
+        call = self._calls.completion(
+            prompt, model, namespace, extra_body, affinity_key, params, False
+        )
+        resp, ep = self._d.send(self._sync(), call)
+        return json_body(resp, ep)
+
+    def stream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> Iterator[dict[str, Any]]:
+        """Stream a chat completion; yields the parsed chunks.
+
+        ``stream_options.include_usage`` is set, so the last chunk (``choices: []``)
+        carries ``usage``. Retries and failover happen before the first chunk only.
+
+        Example:
+            >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
+            ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
+        """
+        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        resp, ep = self._d.send(self._sync(), call)
+        if resp.status_code >= 400:
+            raise status_error(resp, ep)
+        usage: Any = None
+        failed = False
+        try:
+            for line in resp.iter_lines():
+                chunk = parse_sse_line(line)
+                if chunk is None:
+                    continue
+                if isinstance(chunk.get("usage"), dict):
+                    usage = chunk["usage"]
+                yield chunk
+        except httpx.HTTPError as exc:
+            failed = True
+            raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
+        finally:
+            resp.close()
+            self._d.end_stream(ep, usage, failed=failed)
+
+    def tokenize(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        model: str | None = None,
+        add_special_tokens: bool | None = None,
+    ) -> list[int]:
+        """Token ids from vLLM's ``/tokenize`` (at the server root), for prefix checks.
+
+        A chat prompt is rendered with the server's chat template first, as vLLM would.
+
+        Example:
+            >>> router.tokenize("Hello world")  # doctest: +SKIP
+            [9906, 1917]
+        """
+        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        resp, ep = self._d.send(self._sync(), call)
+        return token_ids(json_body(resp, ep), ep)
+
+    def metrics(self) -> dict[str, PrefixCacheMetrics | None]:
+        """Scrape every endpoint's ``/metrics`` for the prefix-cache counters.
+
+        Returns:
+            Per endpoint, the cumulative ``vllm:prefix_cache_hits_total`` and
+            ``vllm:prefix_cache_queries_total``; None where it could not be read.
+
+        Example:
+            >>> router.metrics()["http://gpu-1:8000/v1"].hit_rate  # doctest: +SKIP
+            0.42
+        """
+        out: dict[str, PrefixCacheMetrics | None] = {}
+        client = self._sync()
+        for ep in self._d.endpoints:
+            try:
+                resp = client.get(ep.url_for("metrics", root=True), timeout=self.health_timeout)
+                out[ep.base_url] = (
+                    parse_prefix_cache_metrics(resp.text) if resp.status_code == 200 else None
+                )
+            except httpx.HTTPError as exc:
+                log.warning("metrics of %s unreadable: %r", ep.base_url, exc)
+                out[ep.base_url] = None
+        return out
+
+    def check_health(self) -> dict[str, bool]:
+        """Probe every endpoint's ``/health`` (server root) and update its breaker.
+
+        Healthy means reachable and not a 5xx (vLLM answers 503 when its engine died; a
+        server without the route, answering 404, counts as up). An endpoint that comes
+        back gets its warmed prefixes sent again (:meth:`warm_prefixes`).
+
+        Example:
+            >>> router.check_health()  # doctest: +SKIP
+            {'http://gpu-1:8000/v1': True, 'http://gpu-2:8000/v1': False}
+        """
+        client = self._sync()
+        out: dict[str, bool] = {}
+        for ep in self._d.endpoints:
+            try:
+                resp = client.get(ep.url_for("health", root=True), timeout=self.health_timeout)
+                ok = resp.status_code < 500
+            except httpx.HTTPError:
+                ok = False
+            out[ep.base_url] = ok
+            self._apply_health(ep, ok)
+        self.rewarm()
+        return out
+
+    def warm_prefixes(
+        self,
+        prefixes: Sequence[Prefix],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+    ) -> int:
+        """Prefill hot static prefixes before traffic, with 1-token requests.
+
+        Each prefix goes to the replica that affinity would pick for requests starting
+        with it, or to every replica when it is too short to decide the affinity key
+        (a system prompt that every request shares is needed everywhere) or the policy is
+        round-robin. The prefixes are remembered and sent again to a replica that comes
+        back after a failure (on :meth:`check_health` or :meth:`rewarm`).
+
+        Args:
+            prefixes: Message lists (sent to ``/v1/chat/completions``) or texts (sent to
+                ``/v1/completions``), e.g. ``StablePrompt.prefix_messages()``.
+            model: Overrides the router's ``model``.
+            namespace: The namespace whose ``cache_salt`` the traffic will carry.
+
+        Returns:
+            The number of warm-up requests that succeeded.
+
+        Example:
+            >>> router.warm_prefixes([[{"role": "system", "content": SYSTEM}]])  # doctest: +SKIP
+            3
+        """
+        items = [self._warmups.remember(p, model, namespace) for p in prefixes]
+        return sum(self._warm_one(ep, item) for ep, item in self._warmups.plan(items))
+
+    def rewarm(self) -> int:
+        """Send the remembered prefixes to endpoints that came back; returns successes."""
+        return sum(self._warm_one(ep, item) for ep, item in self._warmups.recovered())
+
+    def _warm_one(self, ep: Endpoint, item: Item) -> int:
+        try:
+            resp, used = self._d.send(self._sync(), self._calls.warm(ep, *item))
+            json_body(resp, used)
+            return 1
+        except BackendError as exc:
+            log.warning("warm-up on %s failed: %s", ep.base_url, exc)
+            return 0
+
+    def close(self) -> None:
+        """Close the sync client if the router created it (a passed-in one stays open)."""
+        if self._client is not None and self._owns_client:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> VllmRouter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ async calls
+    async def achat(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """Async twin of :meth:`chat` (``httpx.AsyncClient``).
+
+        Example:
+            >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
+        """
+        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        resp, ep = await self._d.asend(self._async(), call)
+        return json_body(resp, ep)
+
+    async def acomplete(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """Async twin of :meth:`complete`."""
+        call = self._calls.completion(
+            prompt, model, namespace, extra_body, affinity_key, params, False
+        )
+        resp, ep = await self._d.asend(self._async(), call)
+        return json_body(resp, ep)
+
+    async def astream_chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        affinity_key: str | bytes | None = None,
+        **params: Any,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Async twin of :meth:`stream_chat`."""
+        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        resp, ep = await self._d.asend(self._async(), call)
+        if resp.status_code >= 400:
+            raise status_error(resp, ep)
+        usage: Any = None
+        failed = False
+        try:
+            async for line in resp.aiter_lines():
+                chunk = parse_sse_line(line)
+                if chunk is None:
+                    continue
+                if isinstance(chunk.get("usage"), dict):
+                    usage = chunk["usage"]
+                yield chunk
+        except httpx.HTTPError as exc:
+            failed = True
+            raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
+        finally:
+            await resp.aclose()
+            self._d.end_stream(ep, usage, failed=failed)
+
+    async def atokenize(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        model: str | None = None,
+        add_special_tokens: bool | None = None,
+    ) -> list[int]:
+        """Async twin of :meth:`tokenize`."""
+        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        resp, ep = await self._d.asend(self._async(), call)
+        return token_ids(json_body(resp, ep), ep)
+
+    async def ametrics(self) -> dict[str, PrefixCacheMetrics | None]:
+        """Async twin of :meth:`metrics`."""
+        out: dict[str, PrefixCacheMetrics | None] = {}
+        client = self._async()
+        for ep in self._d.endpoints:
+            try:
+                resp = await client.get(
+                    ep.url_for("metrics", root=True), timeout=self.health_timeout
+                )
+                out[ep.base_url] = (
+                    parse_prefix_cache_metrics(resp.text) if resp.status_code == 200 else None
+                )
+            except httpx.HTTPError as exc:
+                log.warning("metrics of %s unreadable: %r", ep.base_url, exc)
+                out[ep.base_url] = None
+        return out
+
+    async def acheck_health(self) -> dict[str, bool]:
+        """Async twin of :meth:`check_health`."""
+        client = self._async()
+        out: dict[str, bool] = {}
+        for ep in self._d.endpoints:
+            try:
+                resp = await client.get(
+                    ep.url_for("health", root=True), timeout=self.health_timeout
+                )
+                ok = resp.status_code < 500
+            except httpx.HTTPError:
+                ok = False
+            out[ep.base_url] = ok
+            self._apply_health(ep, ok)
+        await self.arewarm()
+        return out
+
+    async def awarm_prefixes(
+        self,
+        prefixes: Sequence[Prefix],
+        *,
+        model: str | None = None,
+        namespace: str | None = None,
+    ) -> int:
+        """Async twin of :meth:`warm_prefixes`."""
+        items = [self._warmups.remember(p, model, namespace) for p in prefixes]
+        done = 0
+        for ep, item in self._warmups.plan(items):
+            done += await self._awarm_one(ep, item)
+        return done
+
+    async def arewarm(self) -> int:
+        """Async twin of :meth:`rewarm`."""
+        done = 0
+        for ep, item in self._warmups.recovered():
+            done += await self._awarm_one(ep, item)
+        return done
+
+    async def _awarm_one(self, ep: Endpoint, item: Item) -> int:
+        try:
+            resp, used = await self._d.asend(self._async(), self._calls.warm(ep, *item))
+            json_body(resp, used)
+            return 1
+        except BackendError as exc:
+            log.warning("warm-up on %s failed: %s", ep.base_url, exc)
+            return 0
+
+    async def aclose(self) -> None:
+        """Close the clients the router created (passed-in ones stay open)."""
+        if self._aclient is not None and self._owns_aclient:
+            await self._aclient.aclose()
+            self._aclient = None
+        self.close()
+
+    async def __aenter__(self) -> VllmRouter:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ frameworks
+    def httpx_client(self, *, namespace: str | None = None, **kwargs: Any) -> httpx.Client:
+        """An ``httpx.Client`` whose requests go through this router.
+
+        Give it to a framework's OpenAI client, with any of the endpoints (or any URL
+        ending in the same ``/v1`` path) as the base URL: every request is re-targeted to
+        the replica the router picks, retried and failed over, gets ``cache_salt`` for
+        ``namespace`` (or the ``x-agent-cache-namespace`` header), and streams get
+        ``stream_options.include_usage``. The caller owns the returned client; closing
+        it leaves the router open.
+
+        Example:
+            >>> from langchain_openai import ChatOpenAI  # doctest: +SKIP
+            >>> llm = ChatOpenAI(base_url=router.endpoints[0], api_key="EMPTY",
+            ...                  http_client=router.httpx_client())  # doctest: +SKIP
+        """
+        from agent_cache.vllm.transport import RoutingTransport
+
+        kwargs.setdefault("timeout", self._d.total_timeout)
+        return httpx.Client(transport=RoutingTransport(self, namespace=namespace), **kwargs)
+
+    def async_httpx_client(
+        self, *, namespace: str | None = None, **kwargs: Any
+    ) -> httpx.AsyncClient:
+        """Async twin of :meth:`httpx_client` (for ``http_async_client=``).
+
+        Example:
+            >>> client = router.async_httpx_client()  # doctest: +SKIP
+            >>> llm = ChatOpenAI(base_url=url, http_async_client=client)  # doctest: +SKIP
+        """
+        from agent_cache.vllm.transport import AsyncRoutingTransport
+
+        kwargs.setdefault("timeout", self._d.total_timeout)
+        return httpx.AsyncClient(
+            transport=AsyncRoutingTransport(self, namespace=namespace), **kwargs
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _apply_health(self, ep: Endpoint, ok: bool) -> None:
+        with self._d.lock:
+            if ok:
+                if ep.breaker.state != "closed" and ep.breaker.success():
+                    ep.needs_warmup = True
+            else:
+                ep.breaker.trip()

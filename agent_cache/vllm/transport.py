@@ -1,0 +1,186 @@
+"""Routing ``httpx`` transports, so frameworks' own OpenAI clients go through the router.
+
+``ChatOpenAI(http_client=router.httpx_client())`` (LangChain) and
+``OpenAILike(http_client=...)`` (LlamaIndex) keep their own request and response handling
+(so LangChain's ``usage_metadata.input_token_details.cache_read`` and LlamaIndex's raw
+usage carry vLLM's cached tokens); the transport only decides where each request goes:
+
+* the request path is re-based onto the chosen replica (``/v1/chat/completions`` under its
+  API base; anything outside the API base, such as ``/health``, under its server root);
+* JSON completion bodies get ``cache_salt`` for the namespace (from the transport or the
+  ``x-agent-cache-namespace`` header) and, when streaming, ``stream_options.include_usage``;
+* retries, failover and breakers are the router's; usage is recorded as it streams by.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from agent_cache.vllm._dispatch import Call
+from agent_cache.vllm._endpoint import Endpoint
+from agent_cache.vllm._protocol import HOP_HEADERS, SseUsageSniffer
+
+if TYPE_CHECKING:
+    from agent_cache.vllm.router import VllmRouter
+
+__all__ = ["AsyncRoutingTransport", "RoutingTransport"]
+
+_DROP_REQUEST_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
+
+
+def _to_call(
+    router: VllmRouter, request: httpx.Request, body: bytes, namespace: str | None
+) -> Call:
+    """Turn a framework's request into a router call (pure: no I/O)."""
+    from agent_cache.vllm.router import NAMESPACE_HEADER
+
+    ns = request.headers.get(NAMESPACE_HEADER) or namespace
+    headers = {
+        k: v
+        for k, v in request.headers.items()
+        if k.lower() not in _DROP_REQUEST_HEADERS and k.lower() != NAMESPACE_HEADER
+    }
+    path = request.url.path
+    rel, root = path, True
+    for api in sorted({e.api_path for e in router._d.endpoints}, key=len, reverse=True):
+        if api and (path == api or path.startswith(api + "/")):
+            rel, root = path[len(api) :], False
+            break
+    call = Call(
+        request.method, rel, root=root, headers=headers, params=request.url.query.decode("ascii")
+    )
+    data: Any = None
+    is_completion = not root and rel.rstrip("/").endswith("completions")
+    if is_completion and body and request.method == "POST":
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        call.content = body or None
+        return call
+    if ns is not None:
+        data.setdefault("cache_salt", router.cache_salt(ns))
+    if data.get("stream") is True:
+        call.stream = True
+        options = dict(data.get("stream_options") or {})
+        options.setdefault("include_usage", True)
+        data["stream_options"] = options
+    call.body = data
+    if isinstance(data.get("messages"), list):
+        call.key = router.key_for(data["messages"], ns)
+    elif isinstance(data.get("prompt"), str):
+        call.key = router.key_for(data["prompt"], ns)
+    elif isinstance(data.get("prompt"), list) and data["prompt"]:
+        first = data["prompt"][0]
+        if isinstance(first, str):
+            call.key = router.key_for(first, ns)
+        elif isinstance(first, int):
+            call.key = router.key_for([int(t) for t in data["prompt"]], ns)
+    return call
+
+
+def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in HOP_HEADERS]
+
+
+class _Relay(httpx.SyncByteStream):
+    """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
+
+    def __init__(self, router: VllmRouter, resp: httpx.Response, ep: Endpoint) -> None:
+        self._router, self._resp, self._ep = router, resp, ep
+        self._sniffer = SseUsageSniffer()
+        self._failed = False
+        self._done = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._resp.iter_bytes():
+                self._sniffer.feed(chunk)
+                yield chunk
+        except httpx.HTTPError:
+            self._failed = True
+            raise
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._resp.close()
+            self._sniffer.close()
+            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=self._failed)
+
+
+class _AsyncRelay(httpx.AsyncByteStream):
+    def __init__(self, router: VllmRouter, resp: httpx.Response, ep: Endpoint) -> None:
+        self._router, self._resp, self._ep = router, resp, ep
+        self._sniffer = SseUsageSniffer()
+        self._failed = False
+        self._done = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.aiter_bytes():
+                self._sniffer.feed(chunk)
+                yield chunk
+        except httpx.HTTPError:
+            self._failed = True
+            raise
+
+    async def aclose(self) -> None:
+        if not self._done:
+            self._done = True
+            await self._resp.aclose()
+            self._sniffer.close()
+            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=self._failed)
+
+
+class RoutingTransport(httpx.BaseTransport):
+    """An ``httpx`` transport that sends every request through a :class:`VllmRouter`.
+
+    Made by :meth:`VllmRouter.httpx_client`; closing it does not close the router.
+
+    Args:
+        router: The router.
+        namespace: Default namespace (``cache_salt``) for its requests.
+
+    Example:
+        >>> client = httpx.Client(transport=RoutingTransport(router))  # doctest: +SKIP
+    """
+
+    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+        self.router = router
+        self.namespace = namespace
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        call = _to_call(self.router, request, request.read(), self.namespace)
+        resp, ep = self.router._d.send(self.router._sync(), call)
+        if call.stream and resp.status_code < 400:
+            return httpx.Response(
+                resp.status_code, headers=_headers(resp), stream=_Relay(self.router, resp, ep)
+            )
+        return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
+
+
+class AsyncRoutingTransport(httpx.AsyncBaseTransport):
+    """Async twin of :class:`RoutingTransport` (made by
+    :meth:`VllmRouter.async_httpx_client`)."""
+
+    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+        self.router = router
+        self.namespace = namespace
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        call = _to_call(self.router, request, body, self.namespace)
+        resp, ep = await self.router._d.asend(self.router._async(), call)
+        if call.stream and resp.status_code < 400:
+            return httpx.Response(
+                resp.status_code, headers=_headers(resp), stream=_AsyncRelay(self.router, resp, ep)
+            )
+        return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
