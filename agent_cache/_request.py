@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -32,11 +33,16 @@ class Request:
 class Keys:
     exact: str
     template: str | None
-    scope: str
+    _base: tuple[str, ...]
 
     @property
     def primary(self) -> str:
         return self.template or self.exact
+
+    @property
+    def scope(self) -> str:
+        """The semantic layer's filter; hashed only when the semantic path needs it."""
+        return _scope(self._base)
 
 
 def version_counter(namespace: str) -> str:
@@ -105,11 +111,21 @@ def prepare(
         prompt=prompt,
         normalized=normalized,
         namespace=namespace,
-        llm_hash=digest(llm_string)[:32],
+        llm_hash=_llm_hash(llm_string),
         template_version=template_version,
         context_hash=context_hash(context),
         template=template,
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _llm_hash(llm_string: str) -> str:
+    return digest(llm_string)[:32]  # model strings repeat: hash each once
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope(base: tuple[str, ...]) -> str:
+    return digest("scope", *base)[:40]
 
 
 def keys_for(req: Request, version: int) -> Keys:
@@ -118,7 +134,7 @@ def keys_for(req: Request, version: int) -> Keys:
     template = None
     if req.template is not None:
         template = f"{KEY_PREFIX}:{digest('template', *base, *req.template)}"
-    return Keys(exact=exact, template=template, scope=digest("scope", *base)[:40])
+    return Keys(exact=exact, template=template, _base=base)
 
 
 def encode_record(

@@ -57,10 +57,7 @@ def digest(*fields: str) -> str:
         >>> digest("foo", "ab") != digest("fooa", "b")
         True
     """
-    h = hashlib.sha256()
-    for value in fields:
-        h.update(_encode_field(value))
-    return h.hexdigest()
+    return hashlib.sha256(b"".join(map(_encode_field, fields))).hexdigest()
 
 
 def canonical_json(value: Any) -> str:
