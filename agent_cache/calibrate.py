@@ -224,7 +224,8 @@ def calibrate(
     if not 0.0 < target_precision < 1.0:
         raise ConfigurationError("target_precision must be in (0, 1)")
     pairs = load_pairs(path, limit=limit, seed=seed)
-    scores, verdicts, _ = evaluate_pairs(pairs, embedder, guards=guards)
+    judge = load_pairs(path)  # clusters from the whole file, not only the sample's rows
+    scores, verdicts, _ = evaluate_pairs(pairs, embedder, guards=guards, judge_with=judge)
     grid = [round(0.70 + 0.01 * i, 2) for i in range(30)]
     points = curve(scores, verdicts, [p.label for p in pairs], grid)
     chosen = pick_threshold(points, target_precision)

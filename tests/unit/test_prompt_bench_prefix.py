@@ -1,0 +1,75 @@
+"""``agent-cache bench prefix`` on a tiny stream (a word-level tokenizer keeps it fast)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_cache.bench.prefix import SECTION_END, SECTION_START, make_workload, run_prefix_bench
+from agent_cache.errors import ConfigurationError
+from agent_cache.vllm.testing import FakeVllm
+
+
+def test_workload_is_seeded_and_shaped() -> None:
+    a, b = make_workload(50, seed=3), make_workload(50, seed=3)
+    assert a == b
+    assert all(len(set(r.docs)) == 5 for r in a.requests)
+    assert len({r.question for r in a.requests}) == 50
+    topics = [r.topic for r in make_workload(2000, seed=0).requests]
+    assert topics.count(0) > topics.count(20) * 5  # Zipf-popular topics
+    with pytest.raises(ConfigurationError):
+        make_workload(1, k=20)
+
+
+def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\nkept text\n", encoding="utf-8")
+    tokenizer = ("word-level test tokenizer", lambda text: FakeVllm.tokenize_text(text, bos=False))
+    results = run_prefix_bench(
+        out=out,
+        requests=120,
+        batch=80,
+        capacity_blocks=400,
+        tokenizer=tokenizer,
+        log=lambda _: None,
+    )
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Benchmarks\n\nkept text\n")
+    assert text.count(SECTION_START) == 1 and text.count(SECTION_END) == 1
+    online = {row["contender"]: row for row in results["online"]}
+    assert set(online) == {
+        "retrieval order",
+        "canonical (`order_documents`)",
+        "popularity (`PopularityOrderer`)",
+        "ContextPilot `reorder` (online)",
+    }
+    for row in results["online"] + results["batch"]:
+        assert 0.0 <= row["capacity"] <= row["unbounded"] <= 1.0
+    assert (
+        online["canonical (`order_documents`)"]["unbounded"]
+        > online["retrieval order"]["unbounded"]
+    )
+    batch = {row["contender"]: row for row in results["batch"]}
+    scheduled = batch["`schedule_batch`, canonical"]
+    assert scheduled["capacity"] > batch["arrival order, canonical"]["capacity"]
+    assert {(r["policy"]) for r in results["routing"]} == {"affinity", "round_robin"}
+    assert "| ContextPilot `reorder` (online) |" in text
+    # a second run replaces the section instead of appending another
+    run_prefix_bench(
+        out=out,
+        requests=60,
+        batch=40,
+        capacity_blocks=400,
+        tokenizer=tokenizer,
+        peer=False,
+        log=lambda _: None,
+    )
+    text = out.read_text(encoding="utf-8")
+    assert text.count(SECTION_START) == 1 and "ContextPilot skipped" in text
+    assert "| ContextPilot" not in text
+
+
+def test_bench_rejects_bad_sizes(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError):
+        run_prefix_bench(out=tmp_path / "x.md", requests=0, log=lambda _: None)

@@ -1,0 +1,119 @@
+"""Data preparation for the trained verifier (no model is loaded here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_cache import ConfigurationError
+from agent_cache.calibrate import Pair, load_pairs
+from agent_cache.cli import build_parser
+from agent_cache.keys import normalize
+from agent_cache.verifier import prepare_examples, sample_questions
+
+
+def _pairs(n: int = 40) -> list[Pair]:
+    return [
+        Pair(f"How do I care for a pet number {i}?", f"How do I look after pet {i}?", i % 2)
+        for i in range(n)
+    ]
+
+
+def test_exclusion_drops_every_pair_touching_an_excluded_question() -> None:
+    pairs = _pairs()
+    # excluded texts are compared normalized: case and whitespace do not matter
+    exclude = {"  HOW do I care for a pet number 3? ", normalize(pairs[7].b)}
+    rows = prepare_examples(pairs, exclude=exclude, seed=1)
+    texts = {normalize(t) for r in rows for t in r[:2]}
+    assert normalize(pairs[3].a) not in texts and normalize(pairs[3].b) not in texts
+    assert normalize(pairs[7].a) not in texts and normalize(pairs[7].b) not in texts
+    assert len(rows) == len(pairs) - 2
+    assert {r[2] for r in rows} == {0.0, 1.0}
+
+
+def test_limit_orders_and_determinism() -> None:
+    pairs = _pairs()
+    rows = prepare_examples(pairs, limit=10, seed=5)
+    assert len(rows) == 10
+    assert rows == prepare_examples(pairs, limit=10, seed=5)
+    both = prepare_examples(pairs, limit=10, seed=5, both_orders=True)
+    assert len(both) == 20
+    assert {(a, b) for a, b, _ in both} == {(b, a) for a, b, _ in both}
+    labels = {(p.a, p.b): float(p.label) for p in pairs}
+    for a, b, label in rows:  # each row keeps its pair's label, in either order
+        assert labels.get((a, b), labels.get((b, a))) == label
+
+
+def test_everything_excluded_or_bad_limit_is_an_error() -> None:
+    pairs = _pairs(4)
+    with pytest.raises(ConfigurationError):
+        prepare_examples(pairs, exclude={normalize(p.a) for p in pairs})
+    with pytest.raises(ConfigurationError):
+        prepare_examples(pairs, limit=0)
+
+
+def test_sample_questions_match_the_benchmark_sample(tmp_path: Path) -> None:
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"a": p.a, "b": p.b, "label": p.label}) for p in _pairs()),
+        encoding="utf-8",
+    )
+    sample = load_pairs(path, limit=8, seed=0)  # what `bench core --pairs 8` evaluates
+    questions = sample_questions(path, 8)
+    assert questions == {normalize(t) for p in sample for t in (p.a, p.b)}
+    rows = prepare_examples(load_pairs(path), exclude=questions)
+    assert len(rows) == 40 - 8
+    assert not {normalize(t) for r in rows for t in r[:2]} & questions
+
+
+def test_cli_parses_train_verifier() -> None:
+    args = build_parser().parse_args(
+        ["train-verifier", "f.jsonl", "--out", "d", "--exclude-sample", "5000", "--limit", "9"]
+    )
+    assert (args.file, args.out, args.exclude_sample, args.limit, args.epochs, args.seed) == (
+        "f.jsonl",
+        "d",
+        5000,
+        9,
+        1,
+        0,
+    )
+
+
+def test_cli_passes_the_excluded_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent_cache.verifier as verifier
+    from agent_cache.cli import main
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        "\n".join(json.dumps({"a": p.a, "b": p.b, "label": p.label}) for p in _pairs()),
+        encoding="utf-8",
+    )
+    seen: dict[str, object] = {}
+
+    def fake_train(pairs_path: object, out_dir: object, **kwargs: object) -> Path:
+        seen.update(kwargs, pairs_path=pairs_path)
+        return Path(str(out_dir))
+
+    monkeypatch.setattr(verifier, "train_verifier", fake_train)
+    assert (
+        main(
+            [
+                "train-verifier",
+                str(path),
+                "--out",
+                str(tmp_path / "m"),
+                "--exclude-sample",
+                "8",
+                "--limit",
+                "20",
+                "--epochs",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert seen["exclude"] == sample_questions(path, 8)
+    assert (seen["limit"], seen["epochs"], seen["seed"]) == (20, 2, 0)
