@@ -865,23 +865,25 @@ def _render_qqp(q: dict[str, Any] | None, note: str | None) -> list[str]:
     return out
 
 
-def write_section(out: Path, section: str) -> None:
+def write_section(
+    out: Path, section: str, *, start_marker: str = SECTION_START, end_marker: str = SECTION_END
+) -> None:
     """Put ``section`` (with its markers) into ``out``: replace the old one or append.
 
     A missing file is created with the benchmarks header; the rest of an existing file is
-    kept byte for byte.
+    kept byte for byte. Every suite (core, prefix) writes its own section through this.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     text = out.read_text(encoding="utf-8") if out.exists() else FILE_HEADER
-    start, end = text.find(SECTION_START), text.find(SECTION_END)
+    start, end = text.find(start_marker), text.find(end_marker)
     if start != -1 and end != -1 and end > start:
-        text = text[:start] + section.rstrip("\n") + text[end + len(SECTION_END) :]
+        text = text[:start] + section.rstrip("\n") + text[end + len(end_marker) :]
         if not text.endswith("\n"):
             text += "\n"
     else:
         if start != -1 or end != -1:
             raise ConfigurationError(
-                f"{out}: found only one of {SECTION_START!r} / {SECTION_END!r}; fix the file"
+                f"{out}: found only one of {start_marker!r} / {end_marker!r}; fix the file"
             )
         text = text.rstrip("\n") + "\n\n" + section
     out.write_text(text, encoding="utf-8")

@@ -584,17 +584,6 @@ def _render(r: dict[str, Any], peer: bool) -> str:
 
 def _write_section(out: Path, section: str) -> None:
     """Replace our section of ``out`` (or append it); the rest is kept byte for byte."""
-    from agent_cache.bench.core import FILE_HEADER
+    from agent_cache.bench.core import write_section
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = out.read_text(encoding="utf-8") if out.exists() else FILE_HEADER
-    start, end = text.find(SECTION_START), text.find(SECTION_END)
-    if start != -1 and end > start:
-        text = text[:start] + section.rstrip("\n") + text[end + len(SECTION_END) :]
-        if not text.endswith("\n"):
-            text += "\n"
-    elif start != -1 or end != -1:
-        raise ConfigurationError(f"{out}: found only one of {SECTION_START!r} / {SECTION_END!r}")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    out.write_text(text, encoding="utf-8")
+    write_section(out, section, start_marker=SECTION_START, end_marker=SECTION_END)
