@@ -4,7 +4,7 @@ import pytest
 
 from agent_cache import ConfigurationError, TtlPolicy, TtlTier
 from agent_cache._request import keys_for, prepare
-from agent_cache.guards import check_guards, negated, numbers
+from agent_cache.guards import check_guards
 from agent_cache.keys import Template, canonical_json, digest, normalize
 from agent_cache.policy import is_cacheable
 
@@ -85,8 +85,8 @@ def test_bad_prompts_raise_configuration_error() -> None:
 
 
 def test_guards_refuse_numbers_and_negation() -> None:
-    assert numbers("order 12,345 and 7") == {"12345", "7"}
-    assert negated("can't I cancel") and negated("I do not know") and not negated("can I")
+    assert check_guards("order 12,345", "order 12345") == ""
+    assert check_guards("I can't cancel", "I can cancel") == "negation"
     assert check_guards("status of order 12345", "status of order 12346") == "numbers"
     assert check_guards("can i cancel my plan", "can't i cancel my plan") == "negation"
     assert check_guards("how do i cancel", "how can i cancel") == ""
@@ -122,9 +122,6 @@ def test_errors_and_empty_answers_are_not_cacheable() -> None:
 
 
 def test_entity_and_opposite_guards() -> None:
-    from agent_cache.guards import entities
-
-    assert entities("How do I fly from Boston to NYC? Tell me.") == {"boston", "nyc"}
     assert check_guards("Flights from Boston to Denver", "Flights from Boston to Chicago") == (
         "entities"
     )

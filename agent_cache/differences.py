@@ -1,0 +1,964 @@
+"""What differs between a question and a stored question, and whether it changes the answer.
+
+Embeddings put "sort in ascending order" next to "sort in descending order", "weather in
+Paris today" next to "... tomorrow" and "Is Madrid bigger than Rome?" next to "Is Rome
+bigger than Madrid?". Instead of a list of forbidden word pairs, :func:`analyze` aligns the
+two questions and looks at what is left over:
+
+1. Both texts are tokenized (contractions expanded, number words read as numbers, glued
+   units split off), multi-word synonyms are merged (``turn on`` ≈ ``enable``) and
+   acronyms are matched against the words whose initials they spell (``2FA`` ≈
+   ``two-factor authentication``).
+2. Closed classes are compared as wholes: numbers with their units and versions
+   (``numbers``), temporal expressions (``temporal``: today/tomorrow, weekdays, months,
+   seasons, quarters, this/next/last + unit, years), negation (``negation``), the asking
+   word why/when/where/who (``question``) and, in case-sensitive namespaces, letter case.
+3. Content words are matched by lemma (``signs`` = ``sign``, ``bigger`` = ``big``), by
+   synonym group, and as typos (an edit of one or two letters where one side is not a
+   dictionary word, or far rarer than the other).
+4. What stays unmatched is classified: an opposite (a lexicon, plus morphological
+   opposites found by rule: ``un-/in-/dis-/de-/non-`` prefixes, a swapped prefix over one
+   stem as in *as*cending/*des*cending or *im*port/*ex*port, ``-ful``/``-less``,
+   ``-er``/``-ee``), a named entity, an audience or role qualifier (admin/guest,
+   children/adults, business/economy, "for beginners"), a direction (from/to), or, when
+   the rest of the two questions is the same, an unexplained *substitution* of one
+   content word for another (``cancel`` vs ``track`` my order) — refused although no
+   list names the pair.
+5. Shared words whose order is swapped around a fixed pivot (``X than Y``, ``from X to
+   Y``, ``X beat Y``) are refused (``order``); swaps around a symmetric connector
+   (``X or Y``, ``X vs Y``, ``between X and Y``) are not.
+
+The result is an :class:`Analysis`: a refusal reason (or none), every difference found,
+and whether the two texts are *equivalent* (every difference explained away as filler,
+inflection, a synonym or a typo), in which case the semantic layer may serve them at a
+lower similarity than its threshold.
+
+Example:
+    >>> analyze("Is Madrid bigger than Rome?", "Is Rome bigger than Madrid?").reason
+    'order'
+    >>> analyze("How do I turn on 2FA?", "How do I enable two-factor authentication?").equivalent
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_cache import lexicon as lx
+
+__all__ = ["REASONS", "Analysis", "Difference", "analyze", "explain"]
+
+#: Every refusal reason :func:`analyze` can give, in the order they are checked.
+REASONS = (
+    "case",
+    "numbers",
+    "temporal",
+    "negation",
+    "question",
+    "opposites",
+    "entities",
+    "audience",
+    "direction",
+    "order",
+    "substitution",
+)
+
+_TOKEN = re.compile(
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|!=|==|<=|>=|<>|[=<>]|[$€£¥₹%&/]|[^\W_](?:[\w'.+#-]*[^\W_])?(?:\+\+|#)?",
+)
+# comparison operators read as words, so that "!=" negates and "<" opposes ">"
+_OPERATORS = {
+    "!=": ("not", "equal"), "<>": ("not", "equal"), "==": ("equal",), "=": ("equal",),
+    "<": ("less",), ">": ("greater",), "<=": ("less", "equal"), ">=": ("greater", "equal"),
+}
+_PURE_NUMBER = re.compile(r"^\d+(?:[.,:]\d+)*$")
+_GLUED = re.compile(r"^(\d+(?:\.\d+)?)([a-z%°]+)$")
+_ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
+_SENTENCE_END = frozenset(".?!:;\n")
+_CONTRACTIONS = {
+    "can't": ("can", "not"), "cannot": ("can", "not"), "won't": ("will", "not"),
+    "shan't": ("shall", "not"), "ain't": ("is", "not"), "i'm": ("i", "am"),
+    "let's": ("let", "us"),
+}
+_S_IS = frozenset({"what", "it", "that", "there", "here", "who", "where", "how", "when",
+                   "why", "which", "he", "she"})
+_NOT_ENTITY = frozenset({"i", "ok", "okay", "hi", "hello", "hey", "please", "thanks"})
+_AS_FOR = frozenset({"for", "as"})
+_ARTICLES = frozenset({"a", "an", "the", "please", "kindly"})
+_TEMPORAL_PREP = frozenset({"in", "on", "of", "by", "until", "till", "since", "before",
+                            "after", "during", "early", "late", "mid", "next", "last",
+                            "this", "every", "from", "to"})
+_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "de", "non", "non-", "anti", "a", "mis")
+_SWAP_PREFIXES = frozenset({"in", "ex", "im", "de", "a", "as", "des", "up", "down", "over",
+                            "under", "pre", "post", "inter", "intra", "en", "dis", "un",
+                            "con", "pro", "sub", "super", "out", "on", "off", "em", "e",
+                            "re", "ad", "ab", "multi", "mono", "uni", "bi", "micro",
+                            "macro", "hyper", "hypo", "inbound", "ac"})
+_SUFFIX_OPPOSITES = (("ful", "less"), ("er", "ee"), ("or", "ee"))
+
+
+# --------------------------------------------------------------------------- lexicons
+def _lemma_pairs(pairs: Iterable[tuple[str, str]]) -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for a, b in pairs:
+        out.setdefault(a, set()).add(b)
+        out.setdefault(b, set()).add(a)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+_OPPOSITES = _lemma_pairs(lx.OPPOSITE_PAIRS)
+_SYN_WORDS: dict[str, frozenset[int]] = {}
+_SYN_PHRASES: dict[tuple[str, ...], frozenset[int]] = {}
+for _gid, _group in enumerate(lx.SYNONYM_GROUPS):
+    for _member in _group:
+        _parts = tuple(_member.split())
+        if len(_parts) == 1:
+            _SYN_WORDS[_parts[0]] = _SYN_WORDS.get(_parts[0], frozenset()) | {_gid}
+        else:
+            _SYN_PHRASES[_parts] = _SYN_PHRASES.get(_parts, frozenset()) | {_gid}
+_MAX_PHRASE = max((len(p) for p in _SYN_PHRASES), default=1)
+
+
+class _Dictionary:
+    """Word frequencies (pyspellchecker's English list), loaded once, lazily."""
+
+    _lock = threading.Lock()
+    _freq: Any = None
+
+    @classmethod
+    def frequency(cls, word: str) -> int:
+        freq = cls._freq
+        if freq is None:
+            with cls._lock:
+                if cls._freq is None:
+                    cls._freq = _load_frequencies()
+                freq = cls._freq
+        return int(freq.get(word, 0))
+
+
+def _load_frequencies() -> dict[str, int]:
+    try:
+        from spellchecker import SpellChecker
+    except ImportError:  # no dictionary: every word counts as known (no typo matching)
+        return _AllKnown()
+    return dict(SpellChecker(distance=1).word_frequency.dictionary)
+
+
+class _AllKnown(dict):  # type: ignore[type-arg]
+    def get(self, key: Any, default: Any = None) -> int:
+        return 1
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    try:
+        import snowballstemmer
+    except ImportError:  # pragma: no cover - a core dependency
+        return None
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    stemmer = _stemmer()
+    return str(stemmer.stemWord(word)) if stemmer is not None and word.isalpha() else word
+
+
+_NEGATIVE_SUFFIXES = ("less", "free", "proof", "ish")
+_PARTICLES = lx.DIRECTIONAL | {"in", "on", "less", "free", "proof", "like", "wise"}
+_AGENT = re.compile(r"(ator|ation|ion|or|er|ment|ist|ism)$")
+
+
+@functools.lru_cache(maxsize=65536)
+def _derived(a: str, b: str) -> bool:
+    """One word derived from the other: same stem, or one is a long prefix of the other
+    (relation/relationship, legit/legitimate), but never by a negative suffix (-less)."""
+    if not (a.isalpha() and b.isalpha()) or min(len(a), len(b)) < 4:
+        return False
+    short, long_ = sorted((a, b), key=len)
+    if long_.endswith(_NEGATIVE_SUFFIXES) and not short.endswith(_NEGATIVE_SUFFIXES):
+        return False
+    known = _Dictionary.frequency(a) > 0 and _Dictionary.frequency(b) > 0
+    sa, sb = _stem(a), _stem(b)
+    if sa == sb and len(sa) >= 4:
+        return known
+    ra, rb = _AGENT.sub("", sa), _AGENT.sub("", sb)  # inventor/invented, creation/create
+    if ra == rb and len(ra) >= 4:
+        return known
+    if long_.startswith(short):  # relation/relationship; repo/repository (abbreviation)
+        if long_[len(short) :] in _PARTICLES:  # checkout is check + out: a compound
+            return False
+        return len(short) >= 5 or (len(short) >= 3 and _Dictionary.frequency(short) == 0)
+    return False
+
+
+@functools.lru_cache(maxsize=65536)
+def _lemmas(word: str) -> frozenset[str]:
+    out = {word}
+    if word.isalpha() and len(word) > 2:
+        try:
+            from lemminflect import getAllLemmas, getAllLemmasOOV
+        except ImportError:  # pragma: no cover - lemminflect is a core dependency
+            getAllLemmas = getAllLemmasOOV = None  # noqa: N806
+        if getAllLemmas is not None:
+            found = getAllLemmas(word)
+            if not found and getAllLemmasOOV is not None and word.endswith("s"):
+                found = getAllLemmasOOV(word, upos="NOUN")
+            for forms in found.values():
+                out.update(forms)
+    return frozenset(out)
+
+
+# --------------------------------------------------------------------------- tokens
+@dataclass
+class _Tok:
+    text: str
+    low: str
+    pos: int
+    kind: str = "word"  # word | ident | num | sym
+    entity: bool = False
+    number: str | None = None
+    unit: str | None = None
+    temporal: str | None = None
+    groups: frozenset[int] = frozenset()
+    lemmas: frozenset[str] = frozenset()
+    parts: tuple[str, ...] = ()
+    used: bool = False  # consumed by an acronym or a temporal/number reading
+    acronym: bool = False  # "US", "IT", or a capital letter mid-sentence ("type A")
+
+    @property
+    def content(self) -> bool:
+        if self.acronym:
+            return not self.used and self.temporal is None and self.number is None
+        return (
+            not self.used
+            and self.kind in ("word", "ident")
+            and self.low not in lx.FUNCTION_WORDS
+            and self.low not in lx.NEGATIONS
+            and self.low not in lx.QUESTION_WORDS
+            and self.low not in lx.DIRECTIONAL
+            and self.low not in lx.SYMMETRIC
+            and self.temporal is None
+            and self.number is None
+        )
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+
+
+def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
+    """Expand contractions and possessives; split hyphenated words that aren't words."""
+    if low in _CONTRACTIONS:
+        return [(w, w) for w in _CONTRACTIONS[low]]
+    if low in _OPERATORS:
+        return [(w, w) for w in _OPERATORS[low]]
+    if low.endswith("n't") and len(low) > 3:
+        return [(raw[:-3], low[:-3]), ("not", "not")]
+    for suffix, full in (("'re", "are"), ("'ve", "have"), ("'ll", "will"), ("'d", "would"),
+                         ("'m", "am")):
+        if low.endswith(suffix) and len(low) > len(suffix):
+            n = len(suffix)
+            return [(raw[:-n], low[:-n]), (full, full)]
+    if low.endswith("'s") and len(low) > 2:
+        base = (raw[:-2], low[:-2])
+        return [base, ("is", "is")] if low[:-2] in _S_IS else [base]
+    if low.endswith("'"):
+        return [(raw[:-1], low[:-1])] if len(low) > 1 else []
+    if "-" in low and not any(c.isdigit() for c in low):
+        # always split (check-in / check-out differ in their parts; "log-in" becomes the
+        # phrase "log in"), so both spellings of one word read the same
+        return [(r, w) for r, w in zip(raw.split("-"), low.split("-"), strict=False) if w]
+    return [(raw, low)]
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    text = _fold(text)
+    toks: list[_Tok] = []
+    for m in _TOKEN.finditer(text):
+        raw = m.group(0).rstrip(".")
+        if not raw:
+            continue
+        before = text[: m.start()].rstrip()
+        sentence_start = not before or before[-1] in _SENTENCE_END
+        for i, (piece, low) in enumerate(_split_word(raw, raw.lower())):
+            if not low:
+                continue
+            tok = _Tok(piece, low, len(toks))
+            _classify(tok, sentence_start and i == 0)
+            toks.append(tok)
+    _demote_title_case(toks)
+    _read_numbers(toks)
+    _read_temporal(toks)
+    _merge_phrases(toks)
+    for i, tok in enumerate(toks):
+        tok.pos = i
+    return toks
+
+
+def _classify(tok: _Tok, sentence_start: bool) -> None:
+    low = tok.low
+    if _PURE_NUMBER.match(low):
+        tok.kind = "num"
+        tok.number = re.sub(r",(?=\d{3}\b)", "", low)
+        return
+    glued = _GLUED.match(low)
+    if glued and (glued.group(2) in lx.UNITS):
+        tok.kind = "num"
+        tok.number, tok.unit = glued.group(1), lx.UNITS[glued.group(2)]
+        return
+    ordinal = _ORDINAL.match(low)
+    if ordinal:
+        tok.kind = "num"
+        tok.number = "#" + ordinal.group(1)
+        return
+    if len(low) == 1 and not low.isalnum():
+        tok.kind = "sym"
+        return
+    if any(c.isdigit() for c in low):
+        tok.kind = "ident"
+        tok.entity = True
+    else:
+        caps = sum(c.isupper() for c in tok.text)
+        acronym = caps >= 2 and len(tok.text) > 1
+        capitalized = tok.text[:1].isupper() and not sentence_start
+        tok.entity = (acronym or capitalized) and low not in _NOT_ENTITY
+        if low in lx.NUMBER_WORDS:
+            tok.number = _num(lx.NUMBER_WORDS[low])
+        elif low in lx.ORDINALS and low not in ("first", "last", "second"):
+            tok.number = "#" + str(lx.ORDINALS[low])
+    acronym_like = sum(c.isupper() for c in tok.text) >= 2
+    tok.acronym = (acronym_like and tok.text.isupper()) or (
+        len(tok.text) == 1 and tok.text.isupper() and not sentence_start and low != "i"
+    )
+    if tok.acronym:
+        tok.entity = True
+    tok.lemmas = frozenset({low}) if acronym_like else _lemmas(low)
+    tok.groups = frozenset().union(*(_SYN_WORDS.get(w, frozenset()) for w in tok.lemmas))
+
+
+_COMMON = 5000  # dictionary frequency above which a capitalized word may be plain English
+
+
+def _demote_title_case(toks: list[_Tok]) -> None:
+    """In Title Case Writing ("the English Language", "Mobile App") capitals say little:
+    common dictionary words there are not names."""
+    capitalized = [t for t in toks if t.entity and t.kind == "word" and t.text[:1].isupper()
+                   and sum(ch.isupper() for ch in t.text) == 1]
+    if len(capitalized) < 2:
+        return
+    for t in capitalized:
+        if _Dictionary.frequency(t.low) >= _COMMON:
+            t.entity = False
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _read_numbers(toks: list[_Tok]) -> None:
+    """Attach units (``5 kg``, ``$50``); fold ``twenty five`` and ``3 million``."""
+    for i, tok in enumerate(toks):
+        if tok.number is None:
+            continue
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        prev = toks[i - 1] if i else None
+        if tok.unit is None and nxt is not None and nxt.number is None:
+            unit = lx.UNITS.get(nxt.low)
+            if unit is not None:
+                tok.unit = unit
+                nxt.used = True
+        if prev is not None and prev.low in lx.CURRENCY:
+            tok.unit = lx.UNITS[prev.low]
+            prev.used = True
+    # "one" is a pronoun as often as a number ("which one"): a number only before a unit
+    for tok in toks:
+        if tok.low == "one" and tok.unit is None:
+            tok.number = None
+
+
+def _read_temporal(toks: list[_Tok]) -> None:
+    for i, tok in enumerate(toks):
+        low = tok.low
+        prev = toks[i - 1].low if i else ""
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if low in lx.RELATIVE_TIME and nxt is not None:
+            unit = _singular(nxt.low)
+            if unit in lx.TIME_UNITS:
+                tok.temporal = f"{low}:{unit}"
+                nxt.used = True
+                continue
+        if tok.used:
+            continue
+        value = lx.TEMPORAL_WORDS.get(low)
+        if value is not None and low not in lx.RELATIVE_TIME:
+            tok.temporal = value
+        elif low in lx.WEEKDAYS and (low not in ("sun", "sat", "wed") or tok.entity):
+            tok.temporal = lx.WEEKDAYS[low]
+        elif low in lx.MONTHS:
+            near_number = (nxt is not None and nxt.kind == "num") or (
+                i and toks[i - 1].kind == "num"
+            )
+            if low not in lx.AMBIGUOUS_MONTHS or near_number or (
+                tok.entity and prev in _TEMPORAL_PREP
+            ):
+                tok.temporal = lx.MONTHS[low]
+        elif low == "fall" and prev in ("this", "next", "last", "the", "in"):
+            tok.temporal = "autumn"
+        elif tok.number is not None and tok.unit is None and tok.kind == "num":
+            if re.fullmatch(r"(19|20)\d\d", tok.number):
+                tok.temporal = "year:" + tok.number
+                tok.number = None
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
+def _merge_phrases(toks: list[_Tok]) -> None:
+    """Give multi-word synonyms (``turn on``, ``log in``) one group id, on their first word."""
+    i = 0
+    while i < len(toks):
+        for n in range(min(_MAX_PHRASE, len(toks) - i), 1, -1):
+            key = tuple(t.low for t in toks[i : i + n])
+            groups = _SYN_PHRASES.get(key)
+            if groups is None:
+                lem = tuple(sorted(toks[i].lemmas))
+                for first in lem:
+                    groups = _SYN_PHRASES.get((first, *key[1:]))
+                    if groups is not None:
+                        break
+            if groups is not None:
+                head = toks[i]
+                head.groups = head.groups | groups
+                head.parts = key
+                head.kind = "word"
+                head.low = " ".join(key)
+                head.lemmas = frozenset({head.low, head.low.replace(" ", "")})
+                for t in toks[i + 1 : i + n]:
+                    t.used = True
+                i += n - 1
+                break
+        i += 1
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Difference:
+    """One thing that differs between the query and the candidate.
+
+    Attributes:
+        kind: a refusal reason from :data:`REASONS`, or an explained difference
+            (``typo``, ``synonym``, ``acronym``, ``filler``, ``detail``).
+        query: the query's side ("" when the query has nothing there).
+        candidate: the candidate's side.
+        refuses: whether this difference alone refuses the candidate.
+    """
+
+    kind: str
+    query: str
+    candidate: str
+    refuses: bool
+
+    def __str__(self) -> str:
+        verdict = "refuses" if self.refuses else "allowed"
+        q, c = self.query or "∅", self.candidate or "∅"
+        return f"{self.kind}: {q!r} vs {c!r} ({verdict})"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What :func:`analyze` found; ``bool(analysis)`` is True when it refuses.
+
+    Attributes:
+        query, candidate: the two texts.
+        differences: every difference found, refusing ones first.
+        equivalent: no refusal, and every content word on both sides was matched (by
+            lemma, synonym, acronym or as a typo): the texts ask the same thing in other
+            words, so a lower similarity than the threshold may serve them.
+        shared: how many content words were matched.
+    """
+
+    query: str
+    candidate: str
+    differences: tuple[Difference, ...] = field(default_factory=tuple)
+    equivalent: bool = False
+    shared: int = 0
+
+    @property
+    def refusals(self) -> tuple[Difference, ...]:
+        return tuple(d for d in self.differences if d.refuses)
+
+    @property
+    def reason(self) -> str:
+        """The first refusing difference's kind (in :data:`REASONS` order), or ``""``."""
+        kinds = {d.kind for d in self.refusals}
+        return next((r for r in REASONS if r in kinds), "")
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.refusals)
+
+    def __bool__(self) -> bool:
+        return self.refused
+
+    def __str__(self) -> str:
+        head = (
+            f"refused ({self.reason})"
+            if self.refused
+            else ("equivalent" if self.equivalent else "not refused (similarity decides)")
+        )
+        lines = [f"{self.query!r} vs {self.candidate!r}: {head}"]
+        lines += [f"  - {d}" for d in self.differences]
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- analysis
+def _osa(a: str, b: str, limit: int) -> int:
+    """Optimal-string-alignment edit distance, stopping early above ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+@functools.lru_cache(maxsize=65536)
+def _typo(a: str, b: str) -> bool:
+    if not (a.isalpha() and b.isalpha()) or min(len(a), len(b)) < 3:
+        return False
+    limit = 1 if min(len(a), len(b)) <= 6 else 2
+    if _osa(a, b, limit) > limit:
+        return False
+    fa, fb = _Dictionary.frequency(a), _Dictionary.frequency(b)
+    if min(len(a), len(b)) == 3:  # "gti" for "git": one side unknown, same first letter
+        return a[0] == b[0] and (fa == 0) != (fb == 0)
+    # a typo produces a word the dictionary lacks, or one far rarer than the intended one
+    return fa == 0 or fb == 0 or fa * 100 < fb or fb * 100 < fa
+
+
+@functools.lru_cache(maxsize=65536)
+def _morphological_opposites(a: str, b: str) -> bool:
+    """Opposites by form: un-/dis-/in-/de-/non- + word, a swapped prefix, -ful/-less.
+
+    Both must be dictionary words: "decending" is a typo of "descending", not its
+    opposite.
+    """
+    if a == b or min(len(a), len(b)) < 3 or not (a.isalpha() and b.isalpha()):
+        return False
+    if _Dictionary.frequency(a) == 0 or _Dictionary.frequency(b) == 0:
+        return False
+    short, long_ = sorted((a, b), key=len)
+    for p in _PREFIXES:
+        if long_ == p + short or long_ == p + "-" + short:
+            return len(short) >= 4 or p in ("un", "dis", "non")
+    for s1, s2 in _SUFFIX_OPPOSITES:
+        if a.endswith(s1) and b.endswith(s2) and a[: -len(s1)] == b[: -len(s2)] != "":
+            return len(a) - len(s1) >= 3
+        if b.endswith(s1) and a.endswith(s2) and b[: -len(s1)] == a[: -len(s2)] != "":
+            return len(b) - len(s1) >= 3
+    # one stem under two prefixes: ascending/descending, import/export, inbound/outbound
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    if n >= 4:
+        pa, pb = a[: len(a) - n], b[: len(b) - n]
+        if pa and pb and pa != pb and pa in _SWAP_PREFIXES and pb in _SWAP_PREFIXES:
+            return True
+    return False
+
+
+def _forms(t: _Tok) -> frozenset[str]:
+    """The token's lemmas plus the one-word members of its synonym groups."""
+    out = set(t.lemmas) | {t.low}
+    for gid in t.groups:
+        out.update(w for w in lx.SYNONYM_GROUPS[gid] if " " not in w)
+    return frozenset(out)
+
+
+def _opposite(x: _Tok, y: _Tok) -> bool:
+    if x.low == y.low:
+        return False
+    fx, fy = _forms(x), _forms(y)
+    for a in fx:
+        opp = _OPPOSITES.get(a)
+        if opp and opp & fy:
+            return True
+    return _morphological_opposites(x.low, y.low)
+
+
+def _matches(x: _Tok, y: _Tok, how: str) -> bool:
+    """Whether ``x`` and ``y`` match in the sense ``how`` (one alignment pass)."""
+    if how == "exact":
+        return x.low == y.low
+    if how == "same":
+        return bool(x.lemmas & y.lemmas)
+    if how == "synonym":
+        return bool(x.groups & y.groups)
+    if x.kind != "word" or y.kind != "word":
+        return False
+    if how == "derived":
+        return _derived(x.low, y.low) and not _opposite(x, y)
+    return _typo(x.low, y.low) and not _opposite(x, y)
+
+
+def _initials(tok: _Tok) -> str:
+    if tok.number is not None and tok.unit is None:
+        return tok.number
+    return tok.low[:1]
+
+
+def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
+    """An acronym on ``side`` spelled by the initials of a run of words on ``other``."""
+    found: list[Difference] = []
+    other_lows = {t.low for t in other if not t.used}
+    for tok in side:
+        if tok.used or not (tok.entity and 2 <= len(tok.low) <= 6 and tok.low.isalnum()):
+            continue
+        if tok.low in other_lows:
+            continue
+        target = tok.low
+        for start in range(len(other)):
+            spelled, run = "", list[_Tok]()
+            for t in other[start:]:
+                if t.used or t.kind == "sym":
+                    break
+                if run and t.low in ("of", "and", "the", "for", "&") and not target.startswith(
+                    spelled + t.low[:1]
+                ):
+                    run.append(t)
+                    continue
+                spelled += _initials(t)
+                run.append(t)
+                if not target.startswith(spelled):
+                    break
+                if spelled == target:
+                    break
+            if spelled == target and len(run) >= 2:
+                for t in run:
+                    t.used = True
+                tok.used = True
+                found.append(
+                    Difference("acronym", tok.text, " ".join(t.text for t in run), False)
+                )
+                break
+    return found
+
+
+def _numbers(toks: Sequence[_Tok]) -> Counter[tuple[str, str | None]]:
+    return Counter((t.number, t.unit) for t in toks if t.number is not None and not t.used)
+
+
+def _compare_numbers(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
+    qn, cn = _numbers(q), _numbers(c)
+    if qn == cn:
+        return []
+    qv = Counter(n for n, _ in qn.elements())
+    cv = Counter(n for n, _ in cn.elements())
+    if qv != cv:
+        return [_diff("numbers", qv - cv, cv - qv)]
+    # same values: units must agree where both texts give one
+    qu = {n: u for n, u in qn if u is not None}
+    cu = {n: u for n, u in cn if u is not None}
+    clash = [(n, qu[n], cu[n]) for n in qu.keys() & cu.keys() if qu[n] != cu[n]]
+    if clash:
+        return [
+            Difference("numbers", " ".join(f"{n} {u}" for n, u, _ in clash),
+                       " ".join(f"{n} {u}" for n, _, u in clash), True)
+        ]
+    return []
+
+
+def _diff(kind: str, q: Iterable[Any], c: Iterable[Any], refuses: bool = True) -> Difference:
+    return Difference(kind, " ".join(map(str, q)), " ".join(map(str, c)), refuses)
+
+
+def _temporal(toks: Sequence[_Tok]) -> frozenset[str]:
+    return frozenset(t.temporal for t in toks if t.temporal) - lx.PRESENT
+
+
+def _negations(toks: Sequence[_Tok]) -> int:
+    return sum(1 for t in toks if t.low in lx.NEGATIONS)
+
+
+_FUTURE = frozenset({"will", "shall", "gonna"})
+_PAST = frozenset({"did", "was", "were", "had", "has", "have", "used"})
+
+
+def _tense(toks: Sequence[_Tok]) -> str:
+    """``"future"`` / ``"past"`` when an auxiliary says so (will vs did/has/was)."""
+    lows = {t.low for t in toks}
+    if lows & _FUTURE:
+        return "future"
+    if lows & _PAST:
+        return "past"
+    return ""
+
+
+def _questions(toks: Sequence[_Tok]) -> frozenset[str]:
+    return frozenset(t.low for t in toks if t.low in lx.QUESTION_WORDS)
+
+
+def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
+    """Match content words (and any leftover word a typo can reach) from q to c.
+
+    Passes from the surest to the loosest: same lemma, synonym, derived form, typo; a
+    word matched by one pass is out of the later ones.
+    """
+    pairs: dict[int, int] = {}
+    notes: list[Difference] = []
+    taken: set[int] = set()
+    qs = [x for x in q if not x.used and x.kind != "sym"]
+    cs = [y for y in c if not y.used and y.kind != "sym"]
+    for how in ("exact", "same", "synonym", "derived", "typo"):
+        for x in qs:
+            if x.pos in pairs:
+                continue
+            for y in cs:
+                if y.pos in taken:
+                    continue
+                if how != "typo":
+                    if x.content != y.content or (how == "derived" and not x.content):
+                        continue
+                elif not (x.content or y.content) or abs(len(x.low) - len(y.low)) > 2:
+                    continue
+                if _matches(x, y, how):
+                    pairs[x.pos] = y.pos
+                    taken.add(y.pos)
+                    if how not in ("same", "exact"):
+                        notes.append(Difference(how, x.text, y.text, False))
+                    break
+        if len(pairs) == len(qs) or len(taken) == len(cs):
+            break
+    return pairs, notes
+
+
+_RELATIONS = frozenset({"than", "to", "into", "onto", "from", "over"})
+
+
+def _swapped(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference | None:
+    """Arguments exchanged around a relation that stayed in place.
+
+    Around a relational word (``than``, ``to``, ``into``, ``onto``, ``from``, ``over``):
+    the first argument after it in one text stands before it in the other, and vice
+    versa ("convert PDF to Word" / "convert Word to PDF", "rebase main onto my branch" /
+    "rebase my branch onto main", "Is 0.3 greater than 0.1 + 0.2"). Around any other word
+    ("Brazil beat Germany" / "Germany beat Brazil"): only when both texts hold the very
+    same content words, two of them traded places across a shared word, and no passive
+    voice ("by") explains it. Symmetric connectors (or, and, vs, between) never count.
+    """
+    inv = {j: i for i, j in pairs.items()}
+
+    def key(t: _Tok, on_q: bool) -> str | None:
+        if t.number is not None and not t.used:
+            return "#" + t.number
+        if not t.content:
+            return None
+        if on_q:
+            return f"q{t.pos}"
+        i = inv.get(t.pos)
+        return f"q{i}" if i is not None else f"c{t.pos}"
+
+    def relation_args(toks: list[_Tok], at: int, on_q: bool) -> tuple[str | None, set[str]]:
+        right = next((k for t in toks[at + 1 :] if (k := key(t, on_q)) is not None), None)
+        left = {k for t in toks[:at] if (k := key(t, on_q)) is not None}
+        return right, left
+
+    count_q = Counter(t.low for t in q)
+    count_c = Counter(t.low for t in c)
+    seen: Counter[str] = Counter()
+    for t in q:
+        if t.low not in _RELATIONS or count_q[t.low] != count_c[t.low]:
+            continue
+        nth = seen[t.low]
+        seen[t.low] += 1
+        u = [x for x in c if x.low == t.low][nth]
+        rq, lq = relation_args(q, t.pos, True)
+        rc, lc = relation_args(c, u.pos, False)
+        if rq is not None and rc is not None and rq != rc and rq in lc and rc in lq:
+            return Difference("order", f"… {t.text} {_show(q, rq)}", f"… {u.text} {_show(q, rc)}",
+                              True)
+    # a pure permutation of the same content words: X beat Y / Y beat X
+    content_q = Counter(sorted(t.lemmas)[0] for t in q if t.content)
+    content_c = Counter(sorted(t.lemmas)[0] for t in c if t.content)
+    if content_q != content_c or count_q["by"] != count_c["by"]:
+        return None
+    args = sorted((i, j) for i, j in pairs.items() if q[i].content)
+    for k, (a_q, a_c) in enumerate(args):
+        for b_q, b_c in args[k + 1 :]:
+            if a_c < b_c:
+                continue
+            for p_q, p_c in args:
+                if a_q < p_q < b_q and b_c < p_c < a_c:
+                    if any(x.low in lx.SYMMETRIC for x in q[a_q:b_q]):
+                        continue
+                    return Difference(
+                        "order",
+                        f"{q[a_q].text} {q[p_q].text} {q[b_q].text}",
+                        f"{c[b_c].text} {c[p_c].text} {c[a_c].text}",
+                        True,
+                    )
+    return None
+
+
+def _show(q: list[_Tok], key: str) -> str:
+    if key.startswith("q") and key[1:].isdigit():
+        return q[int(key[1:])].text
+    return key.lstrip("#c")
+
+
+def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Analysis:
+    """Compare a query with a stored question; see the module docstring.
+
+    Args:
+        query: the new question, as the user wrote it.
+        candidate: the stored question a semantic search found.
+        case_sensitive: refuse texts that differ only in letter case (code namespaces).
+
+    Returns:
+        An :class:`Analysis`; ``analysis.reason`` is ``""`` when nothing refuses.
+
+    Example:
+        >>> analyze("What is the weather in Paris tomorrow?",
+        ...         "What is the weather in Paris today?").reason
+        'temporal'
+    """
+    if case_sensitive:
+        qs, cs = " ".join(query.split()), " ".join(candidate.split())
+        if qs != cs and qs.casefold() == cs.casefold():
+            return Analysis(query, candidate, (Difference("case", qs, cs, True),))
+    q, c = _tokenize(query), _tokenize(candidate)
+    diffs: list[Difference] = []
+    diffs += _match_acronyms(q, c)
+    diffs += _match_acronyms(c, q)
+    diffs += _compare_numbers(q, c)
+    tq, tc = _temporal(q), _temporal(c)
+    if tq != tc:
+        diffs.append(_diff("temporal", sorted(tq - tc), sorted(tc - tq)))
+    if _negations(q) % 2 != _negations(c) % 2:
+        diffs.append(
+            _diff("negation", [t.text for t in q if t.low in lx.NEGATIONS],
+                  [t.text for t in c if t.low in lx.NEGATIONS])
+        )
+    wq, wc = _questions(q), _questions(c)
+    if wq - wc and wc - wq:  # why vs when: a one-sided "why?" adds a request, not a change
+        diffs.append(_diff("question", sorted(wq - wc), sorted(wc - wq)))
+    tense_q, tense_c = _tense(q), _tense(c)
+    if tense_q and tense_c and tense_q != tense_c:
+        diffs.append(_diff("temporal", [tense_q], [tense_c]))
+
+    pairs, notes = _align(q, c)
+    diffs += notes
+    matched_c = set(pairs.values())
+    left_q = [t for t in q if t.pos not in pairs and not t.used and t.kind != "sym"]
+    left_c = [t for t in c if t.pos not in matched_c and not t.used and t.kind != "sym"]
+
+    # opposites among every unmatched word (function words too: in/out, on/off)
+    for x in left_q:
+        for y in left_c:
+            if _opposite(x, y):
+                diffs.append(Difference("opposites", x.text, y.text, True))
+
+    for side, name in ((left_q, "query"), (left_c, "candidate")):
+        for t in side:
+            if t.entity and not t.used:
+                diffs.append(
+                    Difference("entities", t.text if name == "query" else "",
+                               t.text if name == "candidate" else "", True)
+                )
+
+    aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
+    role_q = [t for t in left_q if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
+    role_c = [t for t in left_c if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
+    audience = aud_q + aud_c
+    if role_q and role_c:  # admin vs guest, children vs adults: a swapped role
+        audience = role_q + role_c
+    for t in {id(t): t for t in audience}.values():
+        q_side = t.text if t in left_q else ""
+        diffs.append(Difference("audience", q_side, "" if q_side else t.text, True))
+
+    dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
+    dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
+    if dq and dc:
+        diffs.append(_diff("direction", sorted(dq), sorted(dc)))
+
+    swap = _swapped(q, c, pairs)
+    if swap is not None:
+        diffs.append(swap)
+
+    uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
+    uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
+    shared = sum(1 for i in pairs if q[i].content)
+    refused_already = any(d.refuses for d in diffs)
+    if uq and uc and shared >= 1 and len(uq) <= 2 and len(uc) <= 2 and not refused_already:
+        diffs.append(_diff("substitution", [t.text for t in uq], [t.text for t in uc]))
+    elif (uq or uc) and not refused_already:
+        diffs.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
+
+    fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
+    if fillers:
+        diffs.append(Difference("filler", " ".join(fillers), "", False))
+    # equivalent: the same words, up to typos, inflection, synonyms and acronyms (a
+    # derived form or a changed function word is a rewording, judged by similarity)
+    fq = Counter(t.low for t in left_q if not t.content and t.low not in _ARTICLES)
+    fc = Counter(t.low for t in left_c if not t.content and t.low not in _ARTICLES)
+    equivalent = (
+        not any(d.refuses for d in diffs)
+        and not (uq or uc or fillers)
+        and fq == fc
+        and not any(d.kind == "derived" for d in diffs)
+    )
+    order = {r: i for i, r in enumerate(REASONS)}
+    diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
+    return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
+
+
+def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
+    """Unmatched audience/role words that qualify the question ("for kids", "as a guest")."""
+    skip = frozenset({"a", "an", "the", "my", "our", "your", "their", "his", "her", "new",
+                      "first", "time", "young", "older", "small"})
+    out = []
+    for t in left:
+        if not any(lem in lx.AUDIENCE for lem in t.lemmas | {t.low}):
+            continue
+        i = t.pos - 1
+        while i >= 0 and toks[i].low in skip:
+            i -= 1
+        if i >= 0 and (toks[i].low in _AS_FOR or toks[i].low in ("class", "plan")):
+            out.append(t)
+        elif t.pos + 1 < len(toks) and toks[t.pos + 1].low in ("class", "plan", "account",
+                                                               "user", "users", "mode"):
+            out.append(t)
+        else:
+            out.append(t) if t.entity else None
+    return out
+
+
+def explain(query: str, candidate: str, *, case_sensitive: bool = False) -> Analysis:
+    """Why a stored question would be refused or allowed for ``query`` (same as
+    :func:`analyze`; ``print()`` the result for a readable account).
+
+    Example:
+        >>> print(explain("How do I sort a list in descending order?",
+        ...               "How do I sort a list in ascending order?"))  # doctest: +ELLIPSIS
+        'How do I sort ... refused (opposites)
+        ...
+    """
+    return analyze(query, candidate, case_sensitive=case_sensitive)

@@ -1,0 +1,130 @@
+"""The difference analysis: what differs between two questions, and whether it matters.
+
+The first test holds the four wrong hits the trust issue reported (each was served by
+v0.1's word-list guards); the rest pin one mechanism each, with pairs that are not in the
+trap suite (tests/data/trap_pairs.jsonl, run end to end by the integration tests).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agent_cache.differences import REASONS, analyze, explain
+from agent_cache.guards import check_guards
+
+
+@pytest.mark.parametrize(
+    ("query", "stored", "reason"),
+    [
+        ("How do I sort a list in descending order?",
+         "How do I sort a list in ascending order?", "opposites"),
+        ("What is the weather in Paris tomorrow?",
+         "What is the weather in Paris today?", "temporal"),
+        ("Is Madrid bigger than Rome?", "Is Rome bigger than Madrid?", "order"),
+        ("Which is newer, Python or Rust?", "Which is older, Python or Rust?", "opposites"),
+    ],
+)
+def test_the_reported_wrong_hits_are_refused(query: str, stored: str, reason: str) -> None:
+    assert analyze(query, stored).reason == reason
+    assert check_guards(query, stored) == reason  # the v0.1 entry point agrees
+
+
+def test_2fa_is_two_factor_authentication_not_a_number() -> None:
+    a = analyze("How do I turn on 2FA?", "How do I enable two-factor authentication?")
+    assert not a.refused and a.equivalent
+    kinds = {d.kind for d in a.differences}
+    assert {"acronym", "synonym"} <= kinds
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("How do I revert a commit in gti?", "How do I revert a commit in git?"),  # rare word
+        ("how to boil an eggg", "how to boil an egg"),
+        ("Where is the nearest pharmacy?", "Where's the nearest pharmacy?"),
+        ("What are the opening hours of the museums?", "What are the opening hour of the museum?"),
+    ],
+)
+def test_typos_and_inflection_are_equivalent(query: str, stored: str) -> None:
+    a = analyze(query, stored)
+    assert a.equivalent and not a.refused, str(a)
+
+
+@pytest.mark.parametrize(
+    ("query", "stored", "reason"),
+    [
+        # morphological opposites found by rule, not listed
+        ("Why is my download so slow?", "Why is my upload so slow?", "opposites"),
+        ("Is the meeting room unlocked?", "Is the meeting room locked?", "opposites"),
+        ("How do I deactivate the alarm?", "How do I activate the alarm?", "opposites"),
+        ("Is this plugin helpful?", "Is this plugin helpless?", "opposites"),
+        # an unlisted substitution in an otherwise identical question
+        ("How do I repaint my fence?", "How do I dismantle my fence?", "substitution"),
+        ("Can I freeze cooked rice?", "Can I reheat cooked rice?", "substitution"),
+        # relations and swapped arguments
+        ("Translate this from Spanish to German", "Translate this from German to Spanish",
+         "order"),
+        ("Is 1 kg heavier than 2 lb?", "Is 2 lb heavier than 1 kg?", "order"),
+        ("Did Arsenal beat Chelsea?", "Did Chelsea beat Arsenal?", "order"),
+        # closed classes
+        ("Is the pool open on Monday?", "Is the pool open on Tuesday?", "temporal"),
+        ("Sales report for Q3", "Sales report for Q4", "temporal"),
+        ("What happened last week?", "What happened this week?", "temporal"),
+        ("Flights in March 2025", "Flights in March 2026", "temporal"),
+        ("How long will the sale last?", "How long did the sale last?", "temporal"),
+        ("Buy 3 tickets", "Buy 4 tickets", "numbers"),
+        ("Install Node 18", "Install Node 20", "numbers"),
+        ("Convert 5 km to miles", "Convert 5 m to miles", "numbers"),
+        ("Does the room have a balcony?", "Does the room lack a balcony?", "negation"),
+        ("Select rows where id != 3", "Select rows where id = 3", "negation"),
+        ("Where do I park?", "When do I park?", "question"),
+        ("Menu for vegetarians", "Menu for diabetics", "audience"),
+        ("Book a business class seat", "Book an economy class seat", "audience"),
+        ("Is Samsung better than Sony?", "Is Samsung better than LG?", "entities"),
+        ("Cheap hotels near the station", "Expensive hotels near the station", "opposites"),
+    ],
+)
+def test_meaningful_differences_refuse(query: str, stored: str, reason: str) -> None:
+    a = analyze(query, stored)
+    assert a.reason == reason, str(a)
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("Which is cheaper, AWS or GCP?", "GCP or AWS, which is cheaper?"),  # symmetric
+        ("What's the difference between TCP and UDP?", "Difference between UDP and TCP?"),
+        ("In 2025, what is the best phone?", "What is the best phone in 2025?"),  # moved phrase
+        ("How do I delete my account?", "How can I remove my account?"),  # synonym
+        ("What is the price of a ticket?", "How much does a ticket cost?"),
+    ],
+)
+def test_harmless_differences_do_not_refuse(query: str, stored: str) -> None:
+    assert not analyze(query, stored).refused, str(analyze(query, stored))
+
+
+def test_every_reason_is_documented_and_explain_reads_well() -> None:
+    a = explain("Is Madrid bigger than Rome?", "Is Rome bigger than Madrid?")
+    assert a.reason in REASONS and bool(a) is True
+    text = str(a)
+    assert "refused (order)" in text and "Madrid" in text
+    ok = analyze("How do I reset my password?", "How do I reset my password?")
+    assert not ok and str(ok).endswith("equivalent")
+
+
+def test_case_sensitive_namespaces_refuse_case_only_differences() -> None:
+    assert analyze("print(X)", "print(x)", case_sensitive=True).reason == "case"
+    assert not analyze("print(X)", "print(x)").refused
+
+
+def test_analysis_is_fast_enough_for_the_lookup_path() -> None:
+    pairs = [(f"How do I configure service {i} on Ubuntu?", f"How can I set up service {i} on "
+              "Ubuntu 22.04?") for i in range(200)]
+    analyze(*pairs[0])  # load the dictionary and the lemmatizer
+    started = time.perf_counter()
+    for q, c in pairs:
+        analyze(q, c)
+    per_pair = (time.perf_counter() - started) / len(pairs)
+    assert per_pair < 0.005  # 5 candidates stay well under the embedding's ~10 ms
