@@ -27,6 +27,7 @@ class Request:
     template_version: str
     context_hash: str
     template: tuple[str, str] | None  # (template name, canonical parameters)
+    verbatim: bool = False  # keyed on the prompt exactly as given (tool arguments)
 
 
 @dataclass(frozen=True)
@@ -90,17 +91,23 @@ def prepare(
     casefold: bool,
     templates: Sequence[Template],
     max_prompt_bytes: int = MAX_PROMPT_BYTES,
+    verbatim: bool = False,
 ) -> Request:
-    """Validate the inputs and compute everything the key needs. Raises ConfigurationError."""
+    """Validate the inputs and compute everything the key needs. Raises ConfigurationError.
+
+    ``verbatim`` keys on the prompt exactly as given (tool and step arguments are data:
+    ``/data/Report.txt`` is not ``/data/report.txt``); otherwise the prompt is normalized
+    (:func:`agent_cache.keys.normalize`).
+    """
     prompt = _check_text("prompt", prompt, limit=max_prompt_bytes)
     llm_string = _check_text("llm_string", llm_string)
     namespace = _check_text("namespace", namespace)
     template_version = _check_text("template_version", template_version)
     if not namespace:
         raise ConfigurationError("namespace must be a non-empty str")
-    normalized = normalize(prompt, casefold=casefold)
+    normalized = prompt if verbatim else normalize(prompt, casefold=casefold)
     if not normalized:
-        raise ConfigurationError("prompt is empty after normalization")
+        raise ConfigurationError("prompt is empty" + ("" if verbatim else " after normalization"))
     template = None
     for t in templates:
         params = t.match(normalized)
@@ -115,6 +122,7 @@ def prepare(
         template_version=template_version,
         context_hash=context_hash(context),
         template=template,
+        verbatim=verbatim,
     )
 
 
@@ -130,7 +138,8 @@ def _scope(base: tuple[str, ...]) -> str:
 
 def keys_for(req: Request, version: int) -> Keys:
     base = (req.namespace, str(version), req.llm_hash, req.template_version, req.context_hash)
-    exact = f"{KEY_PREFIX}:{digest('exact', *base, req.normalized)}"
+    kind = "verbatim" if req.verbatim else "exact"
+    exact = f"{KEY_PREFIX}:{digest(kind, *base, req.normalized)}"
     template = None
     if req.template is not None:
         template = f"{KEY_PREFIX}:{digest('template', *base, *req.template)}"

@@ -1,4 +1,4 @@
-"""``LayeredCache``: exact → template → semantic (guards, reranker, threshold) → model.
+"""``LayeredCache``: exact → template → semantic (difference analysis, verifier, threshold).
 
 Cheapest check first; an embedding is never computed for a request the exact layer can
 answer. Request logic lives in generator "flows" (:mod:`agent_cache._flow`) shared by the
@@ -15,16 +15,20 @@ import random
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import numpy as np
+
 from agent_cache import _request as rq
+from agent_cache import semantic
 from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache.differences import Analysis
+from agent_cache.errorbound import ErrorBound
 from agent_cache.errors import ConfigurationError, SerializationError
-from agent_cache.guards import check_guards
+from agent_cache.judging import AnswerJudge, Pending
 from agent_cache.keys import Template, digest, templates_from
 from agent_cache.policy import TtlPolicy, is_cacheable
 from agent_cache.protocols import (
@@ -38,16 +42,17 @@ from agent_cache.protocols import (
 from agent_cache.singleflight import SingleFlight
 from agent_cache.stats import CacheStats, StatsRecorder
 
-__all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "LayeredCache"]
+__all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "LayeredCache"]
 
 log = logging.getLogger("agent_cache")
 
-#: Cosine similarity (all-MiniLM-L6-v2) at or above which a guarded candidate is served.
-#: Measured on 5,000 QQP dev pairs (docs/benchmarks.md): the lowest threshold from which
-#: precision stays >= 0.85 with the guards (0.869 at hit rate 0.261); the static design
-#: needs 0.95 for that precision and then hits 0.248. A wrong hit is worse than a miss:
-#: calibrate your own data (``agent-cache calibrate``) before lowering it.
-DEFAULT_THRESHOLD = 0.94
+#: Cosine similarity (all-MiniLM-L6-v2) a candidate that passed the difference analysis
+#: needs (an *equivalent* one needs only ``semantic.EQUIVALENT_FLOOR``). Chosen by
+#: ``agent-cache calibrate --target-precision 0.88`` on a question-disjoint half of the
+#: QQP development pairs: the lowest threshold whose lower 95 % confidence bound on
+#: precision reaches 0.88 (docs/benchmarks.md gives the measured precision on the other
+#: half). Calibrate on your own data before lowering it.
+DEFAULT_THRESHOLD = 0.92
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
@@ -67,6 +72,10 @@ class CacheHit:
             ``None`` for exact and template hits.
         matched_prompt: the stored prompt whose answer is served.
         key: the stored entry's key.
+        namespace: the namespace it was served from (what :meth:`LayeredCache.feedback`
+            evicts from and judges in).
+        similarity: the cosine similarity of a semantic hit (``score`` may be the
+            verifier's), ``None`` otherwise.
     """
 
     response: Any
@@ -74,6 +83,44 @@ class CacheHit:
     score: float | None
     matched_prompt: str
     key: str
+    namespace: str = "default"
+    similarity: float | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why each candidate would be served or refused for a query (``print()`` it).
+
+    Attributes:
+        query: the question.
+        namespace: where it was looked up.
+        threshold: the similarity threshold in force there.
+        verdicts: one :class:`~agent_cache.semantic.Verdict` per candidate, servable
+            first; ``verdicts[0].outcome == "serve"`` means the cache would serve it.
+    """
+
+    query: str
+    namespace: str
+    threshold: float
+    verdicts: tuple[semantic.Verdict, ...]
+
+    @property
+    def served(self) -> semantic.Verdict | None:
+        return next((v for v in self.verdicts if v.outcome == "serve"), None)
+
+    def __str__(self) -> str:
+        lines = [f"{self.query!r} in {self.namespace!r} (threshold {self.threshold:.3f}):"]
+        if not self.verdicts:
+            lines.append("  no candidate in scope")
+        for v in self.verdicts:
+            head = f"{v.outcome}{f' ({v.reason})' if v.reason else ''}"
+            lines.append(
+                f"  {head}: {v.candidate.text!r} similarity {v.candidate.similarity:.3f}"
+                + (f", verifier {v.verifier:.3f}" if v.verifier is not None else "")
+            )
+            if v.analysis is not None:
+                lines += [f"      {d}" for d in v.analysis.differences]
+        return "\n".join(lines)
 
 
 class LayeredCache:
@@ -93,13 +140,23 @@ class LayeredCache:
         config: path of a JSON written by ``agent-cache calibrate``.
         shadow: run the semantic layer and record what it would serve, never serve it.
         bypass_rate: share of lookups sent straight to the model (a control group).
-        max_error_rate: when the measured wrong-hit rate of a namespace (shadow
-            disagreements and :meth:`feedback`) exceeds this, its threshold is raised.
+        max_error_rate: keep each namespace's wrong-hit rate under this bound: its
+            threshold follows the judged evidence (feedback, shadow, audited and
+            explored hits; :mod:`agent_cache.errorbound`), shared by every process.
+        audit_rate: with ``max_error_rate``, the share of would-be semantic hits sent to
+            the model anyway and judged against its answer (the evidence above the
+            threshold).
+        explore_rate: with ``max_error_rate``, the share of candidates just below the
+            threshold judged the same way (the evidence that lets it come down).
+        judge: ``judge(query, stored_answer, fresh_answer) -> bool`` for answers whose
+            similarity is in the grey zone (e.g. your own model as a judge).
         ttl_policy: TTL tiers and jitter (:class:`~agent_cache.policy.TtlPolicy`).
         templates: ``{name: pattern | [patterns]}`` parameterized prompts.
         case_sensitive: namespaces whose prompts are not case-folded (code).
         exact_only: namespaces that never use the semantic layer (tool results).
-        rerank_threshold: minimum reranker score in [0, 1] when a reranker is set.
+        rerank_threshold: minimum reranker score in [0, 1] when a reranker without a
+            trained combiner is set (a verifier from ``agent-cache train-verifier``
+            brings its own calibrated cut).
         top_k: candidates fetched from the vector store.
         clock: seconds, injectable for tests; ``sleep`` likewise for paced invalidation.
         kv_store / vector_store: backends given directly (anything with the protocols).
@@ -125,6 +182,9 @@ class LayeredCache:
         shadow: bool = False,
         bypass_rate: float = 0.0,
         max_error_rate: float | None = None,
+        audit_rate: float = 0.1,
+        explore_rate: float = 0.2,
+        judge: Callable[[str, str, str], bool] | None = None,
         ttl_policy: TtlPolicy | None = None,
         templates: Mapping[str, str | Sequence[str]] | None = None,
         case_sensitive: Collection[str] = ("code",),
@@ -150,6 +210,9 @@ class LayeredCache:
             raise ConfigurationError("bypass_rate must be in [0, 1]")
         if max_error_rate is not None and not 0.0 < max_error_rate < 1.0:
             raise ConfigurationError("max_error_rate must be in (0, 1)")
+        for name, rate in (("audit_rate", audit_rate), ("explore_rate", explore_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigurationError(f"{name} must be in [0, 1]")
         if top_k < 1:
             raise ConfigurationError("top_k must be >= 1")
         self.path = Path(path) if path is not None else None
@@ -158,6 +221,8 @@ class LayeredCache:
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
+        self.audit_rate = audit_rate
+        self.explore_rate = explore_rate
         self.ttl_policy = ttl_policy or TtlPolicy(seed=seed)
         self.templates: list[Template] = list(templates_from(templates))
         self.case_sensitive = frozenset(case_sensitive)
@@ -179,8 +244,15 @@ class LayeredCache:
         self._rng = random.Random(seed)
         self._stats = StatsRecorder()
         self._flight = SingleFlight(singleflight_timeout)
-        self._shadow_pending: OrderedDict[str, Any] = OrderedDict()
-        self._judged: dict[str, list[int]] = {}  # namespace -> [judged, wrong]
+        self._judge = AnswerJudge(judge=judge)
+        # judged evidence per namespace, in the shared store; it drives the threshold
+        # only with max_error_rate, but feedback is always recorded (for calibration)
+        self._bound = ErrorBound(
+            max_error_rate if max_error_rate is not None else 0.05,
+            lambda: self.kv_store,
+            base=lambda ns: self.thresholds.get(ns, self.threshold),
+            clock=time.monotonic,
+        )
 
     # ------------------------------------------------------------------ backends (lazy)
     @property
@@ -226,8 +298,25 @@ class LayeredCache:
 
     # ------------------------------------------------------------------ configuration
     def threshold_for(self, namespace: str) -> float:
-        """The similarity threshold in force for ``namespace``."""
+        """The similarity threshold in force for ``namespace`` (with ``max_error_rate``:
+        the one the judged evidence supports)."""
+        if self.max_error_rate is not None:
+            try:
+                return self._bound.threshold(namespace)
+            except Exception as exc:  # the store failed: the configured threshold
+                self._failed(exc, "error bound")
         return self.thresholds.get(namespace, self.threshold)
+
+    def _semantic_policy(
+        self, namespace: str, threshold: float | None = None
+    ) -> semantic.SemanticPolicy:
+        reranker = self.reranker
+        return semantic.SemanticPolicy(
+            threshold=self.threshold_for(namespace) if threshold is None else threshold,
+            rerank_threshold=self.rerank_threshold,
+            combiner=getattr(reranker, "combiner", None),
+            case_sensitive=namespace in self.case_sensitive,
+        )
 
     def add_template(self, name: str, patterns: str | Sequence[str]) -> None:
         """Register a parameterized prompt: ``add_template("order", "status of order {id}")``."""
@@ -235,7 +324,13 @@ class LayeredCache:
         self.templates.append(Template(name, pats))
 
     def _prepare(
-        self, prompt: Any, llm_string: Any, namespace: Any, context: Any, template_version: Any
+        self,
+        prompt: Any,
+        llm_string: Any,
+        namespace: Any,
+        context: Any,
+        template_version: Any,
+        verbatim: bool = False,
     ) -> rq.Request:
         return rq.prepare(
             prompt,
@@ -244,23 +339,26 @@ class LayeredCache:
             context=context,
             template_version=template_version,
             casefold=namespace not in self.case_sensitive,
-            templates=self.templates,
+            templates=() if verbatim else self.templates,
             max_prompt_bytes=self.max_prompt_bytes,
+            verbatim=verbatim,
         )
 
     def _semantic_on(self, req: rq.Request) -> bool:
-        return req.template is None and req.namespace not in self.exact_only
+        return (
+            req.template is None and not req.verbatim and req.namespace not in self.exact_only
+        )
 
     # ------------------------------------------------------------------ flows (pure logic)
-    def _lookup_flow(self, req: rq.Request, now: float) -> Flow[tuple[CacheHit | None, str]]:
+    def _lookup_flow(self, req: rq.Request, now: float) -> Flow[_Outcome]:
         version = yield Op(self.kv_store, "get_counter", (rq.version_counter(req.namespace),))
         keys = rq.keys_for(req, version)
         raw = yield Op(self.kv_store, "get", (keys.primary, now))
         if raw is not None:
             layer = "template" if keys.template else "exact"
-            return self._hit(raw, layer, None, keys.primary), keys.exact
+            return _Outcome(self._hit(raw, layer, None, keys.primary, req.namespace), keys.exact)
         if not self._semantic_on(req):
-            return None, keys.exact
+            return _Outcome(None, keys.exact)
         vectors = yield Op(self.embedder, "embed", ([req.prompt],))
         matches: list[VectorMatch] = yield Op(
             self.vector_store,
@@ -268,47 +366,86 @@ class LayeredCache:
             (vectors[0],),
             {"k": self.top_k, "scope": keys.scope, "now": now},
         )
-        threshold = self.threshold_for(req.namespace)
-        passed: list[tuple[VectorMatch, float]] = []
-        for m in matches:
-            if m.score < threshold:
-                continue
-            refused = check_guards(
-                req.prompt,
-                str(m.metadata.get("text", "")),
-                case_sensitive=req.namespace in self.case_sensitive,
-            )
-            if refused:
-                self._stats.incr(f"refused:{refused}")
-                continue
-            passed.append((m, m.score))
-        reranker = self.reranker if passed else None
-        if reranker is not None:
-            texts = [str(m.metadata.get("text", "")) for m, _ in passed]
-            scores = yield Op(reranker, "score", (req.prompt, texts))
-            verified = [(m, float(s)) for (m, _), s in zip(passed, scores, strict=True)]
-            refused_n = sum(1 for _, s in verified if s < self.rerank_threshold)
-            if refused_n:
-                self._stats.incr("refused:reranker", refused_n)
-            passed = sorted(
-                ((m, s) for m, s in verified if s >= self.rerank_threshold),
-                key=lambda ms: -ms[1],
-            )
-        for m, score in passed:
-            key = str(m.metadata.get("key", m.id))
-            raw = yield Op(self.kv_store, "get", (key, now))
+        verdicts = yield from self._verdicts_flow(req, matches)
+        for v in verdicts:
+            if v.outcome == "refused":
+                self._stats.incr(f"refused:{v.reason}")
+        for v in verdicts:
+            if v.outcome != "serve":
+                break  # servable verdicts come first
+            raw = yield Op(self.kv_store, "get", (v.candidate.key, now))
             if raw is None:  # expired, evicted or invalidated: drop the stale vector
-                yield Op(self.vector_store, "delete", ([m.id],))
+                yield Op(self.vector_store, "delete", ([v.candidate.id],))
                 continue
-            return self._hit(raw, "semantic", score, key), keys.exact
-        return None, keys.exact
+            hit = self._hit(
+                raw, "semantic", v.score, v.candidate.key, req.namespace,
+                similarity=v.candidate.similarity,
+            )
+            return _Outcome(hit, keys.exact, query=req.prompt)
+        explore = yield from self._explore_flow(req, verdicts, now)
+        return _Outcome(None, keys.exact, query=req.prompt, explore=explore)
 
-    def _hit(self, raw: str, layer: str, score: float | None, key: str) -> CacheHit:
+    def _verdicts_flow(
+        self, req: rq.Request, matches: Sequence[VectorMatch]
+    ) -> Flow[list[semantic.Verdict]]:
+        """The semantic decision (:mod:`agent_cache.semantic`) over the k-NN candidates."""
+        threshold = yield Op(self, "threshold_for", (req.namespace,))
+        policy = self._semantic_policy(req.namespace, threshold)
+        candidates = [
+            semantic.Candidate(
+                m.id, str(m.metadata.get("key", m.id)), str(m.metadata.get("text", "")), m.score
+            )
+            for m in matches
+        ]
+        reranker = self.reranker
+        verdicts = semantic.screen(req.prompt, candidates, policy, verifier=reranker is not None)
+        pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
+        scores: list[float] = []
+        if pending and reranker is not None:
+            scores = list((yield Op(reranker, "score", (req.prompt, pending))))
+        return semantic.finish(verdicts, scores, policy)
+
+    def _explore_flow(
+        self, req: rq.Request, verdicts: Sequence[semantic.Verdict], now: float
+    ) -> Flow[Pending | None]:
+        """With ``max_error_rate``: now and then, keep the best candidate that just missed
+        the threshold, to judge it against the model's answer (the evidence that lets
+        the threshold come down)."""
+        if self.max_error_rate is None or not self.explore_rate:
+            return None
+        best = next((v for v in verdicts if v.outcome == "below_threshold"), None)
+        if best is None or best.candidate.similarity < self._bound.lowest:
+            return None
+        if self._rng.random() >= self.explore_rate:
+            return None
+        analysis = best.analysis or analyze_pair(req.prompt, best.candidate.text, req.namespace
+                                                 in self.case_sensitive)
+        if analysis.refused:
+            return None
+        raw = yield Op(self.kv_store, "get", (best.candidate.key, now))
+        if raw is None:
+            return None
+        record = rq.decode_record(raw, best.candidate.key)
+        return Pending(req.namespace, req.prompt, best.candidate.text, record["r"],
+                       best.candidate.similarity, "explore")
+
+    def _hit(
+        self,
+        raw: str,
+        layer: str,
+        score: float | None,
+        key: str,
+        namespace: str,
+        *,
+        similarity: float | None = None,
+    ) -> CacheHit:
         record = rq.decode_record(raw, key)
         tokens = record.get("t")
         saved = tokens if isinstance(tokens, int) else rq.estimate_tokens(record["r"])
         self._stats.incr("tokens_saved", saved)
-        return CacheHit(record["r"], layer, score, str(record.get("p", "")), key)
+        return CacheHit(
+            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity
+        )
 
     def _store_flow(
         self,
@@ -342,8 +479,21 @@ class LayeredCache:
                 "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
             }
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
-        self._judge_shadow(req.namespace, keys.exact, response)
+        yield from self._judge_flow(keys.exact, response)
         return keys.primary
+
+    def _judge_flow(self, query_key: str, response: Any) -> Flow[None]:
+        """The model answered a query whose semantic candidate we kept: judge it."""
+        pending = self._judge.take(query_key)
+        if pending is None:
+            return
+        agree = yield from self._judge.agree_flow(pending, response, self.embedder)
+        verdict = "undecided" if agree is None else ("agreed" if agree else "disagreed")
+        kind = "" if pending.kind == "shadow" else f"{pending.kind}_"
+        self._stats.incr(f"shadow:{kind}{verdict}")
+        if agree is not None:
+            yield Op(self._bound, "record", (pending.namespace, pending.similarity),
+                     {"wrong": not agree})
 
     # ------------------------------------------------------------------ lookup
     def _begin_lookup(self, policy: str) -> bool:
@@ -359,17 +509,27 @@ class LayeredCache:
             return False
         return True
 
-    def _finish_lookup(
-        self, outcome: tuple[CacheHit | None, str], started: float
-    ) -> CacheHit | None:
-        hit, query_key = outcome
+    def _finish_lookup(self, outcome: _Outcome, started: float) -> CacheHit | None:
+        hit = outcome.hit
         elapsed = time.perf_counter() - started
-        if hit is not None and hit.layer == "semantic" and self.shadow:
-            self._stats.incr("shadow:would_hit")
-            self._shadow_pending[query_key] = hit.response
-            while len(self._shadow_pending) > 10_000:
-                self._shadow_pending.popitem(last=False)
-            hit = None
+        if hit is not None and hit.layer == "semantic":
+            kind = ""
+            if self.shadow:
+                kind = "shadow"
+                self._stats.incr("shadow:would_hit")
+            elif self.max_error_rate is not None and self._rng.random() < self.audit_rate:
+                kind = "audit"
+                self._stats.incr("audited")
+            if kind:
+                self._judge.expect(
+                    outcome.query_key,
+                    Pending(hit.namespace, outcome.query, hit.matched_prompt, hit.response,
+                            hit.similarity if hit.similarity is not None else 0.0, kind),
+                )
+                hit = None
+        elif hit is None and outcome.explore is not None:
+            self._stats.incr("explored")
+            self._judge.expect(outcome.query_key, outcome.explore)
         if hit is None:
             self._stats.incr("misses")
             self._stats.latency("miss", elapsed)
@@ -393,6 +553,7 @@ class LayeredCache:
         context: Any = None,
         template_version: str = "",
         policy: CachePolicy = "use",
+        verbatim: bool = False,
     ) -> CacheHit | None:
         """Look a prompt up: exact, then template, then semantic.
 
@@ -405,6 +566,8 @@ class LayeredCache:
                 semantic search.
             template_version: bump when the prompt template changes.
             policy: ``"use"``; ``"bypass"``/``"refresh"`` skip reading.
+            verbatim: key on the prompt exactly as given (tool arguments, code): no
+                Unicode, whitespace or case normalization, no template, no semantic layer.
 
         Returns:
             A :class:`CacheHit`, or ``None`` on a miss. A failing store is a logged miss.
@@ -412,7 +575,7 @@ class LayeredCache:
         Example:
             >>> cache.lookup("What is RAG?")  # doctest: +SKIP
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         if not self._begin_lookup(policy):
             return None
         started = time.perf_counter()
@@ -420,7 +583,7 @@ class LayeredCache:
             outcome = run_sync(self._lookup_flow(req, self.clock()))
         except Exception as exc:  # ours (BackendError) or a backend's own exception type
             self._failed(exc, "lookup")
-            outcome = None, ""
+            outcome = _Outcome(None, "")
         return self._finish_lookup(outcome, started)
 
     async def alookup(
@@ -432,9 +595,10 @@ class LayeredCache:
         context: Any = None,
         template_version: str = "",
         policy: CachePolicy = "use",
+        verbatim: bool = False,
     ) -> CacheHit | None:
         """Async twin of :meth:`lookup`."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         if not self._begin_lookup(policy):
             return None
         started = time.perf_counter()
@@ -442,7 +606,7 @@ class LayeredCache:
             outcome = await run_async(self._lookup_flow(req, self.clock()))
         except Exception as exc:
             self._failed(exc, "lookup")
-            outcome = None, ""
+            outcome = _Outcome(None, "")
         return self._finish_lookup(outcome, started)
 
     # ------------------------------------------------------------------ store
@@ -468,18 +632,20 @@ class LayeredCache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
         tokens: int | None = None,
+        verbatim: bool = False,
     ) -> str:
         """Store a JSON-serializable answer; returns its key.
 
         Errors and empty answers are not stored (counted as ``skipped_stores``). ``ttl``
         overrides the policy's tiers; ``tags`` feed :meth:`invalidate`; ``tokens`` is what
-        the model spent, counted as saved on every later hit.
+        the model spent, counted as saved on every later hit; ``verbatim`` as in
+        :meth:`lookup`.
 
         Raises:
             SerializationError: the response is not JSON-serializable (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         ok, tag_list = self._begin_store(response, tags)
         if not ok:
             return rq.keys_for(req, 0).primary
@@ -509,9 +675,10 @@ class LayeredCache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
         tokens: int | None = None,
+        verbatim: bool = False,
     ) -> str:
         """Async twin of :meth:`store`."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         ok, tag_list = self._begin_store(response, tags)
         if not ok:
             return rq.keys_for(req, 0).primary
@@ -608,20 +775,22 @@ class LayeredCache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
         tokens: int | Callable[[Any], int | None] | None = None,
+        verbatim: bool = False,
     ) -> Any:
         """Return the cached answer, or compute it once for all concurrent callers.
 
         ``compute()`` runs only on a miss; concurrent identical misses (threads) share one
         call; a waiter gives up after ``singleflight_timeout`` seconds and computes itself.
-        ``tokens`` may be a function of the computed value (e.g. its usage).
+        ``tokens`` may be a function of the computed value (e.g. its usage); ``verbatim``
+        as in :meth:`lookup`.
 
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         hit = self.lookup(
             prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy,
+            template_version=template_version, policy=policy, verbatim=verbatim,
         )
         if hit is not None:
             return hit.response
@@ -636,7 +805,8 @@ class LayeredCache:
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
                 self.store(prompt, value, llm_string, namespace, context=context,
-                           template_version=template_version, ttl=ttl, tags=tag_list, tokens=n)
+                           template_version=template_version, ttl=ttl, tags=tag_list, tokens=n,
+                           verbatim=verbatim)
             return value
 
         def run() -> Any:
@@ -676,12 +846,13 @@ class LayeredCache:
         ttl: float | None = None,
         tags: Iterable[str] = (),
         tokens: int | Callable[[Any], int | None] | None = None,
+        verbatim: bool = False,
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         hit = await self.alookup(
             prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy,
+            template_version=template_version, policy=policy, verbatim=verbatim,
         )
         if hit is not None:
             return hit.response
@@ -697,7 +868,7 @@ class LayeredCache:
                 n = tokens(value) if callable(tokens) else tokens
                 await self.astore(prompt, value, llm_string, namespace, context=context,
                                   template_version=template_version, ttl=ttl, tags=tag_list,
-                                  tokens=n)
+                                  tokens=n, verbatim=verbatim)
             return value
 
         async def run() -> Any:
@@ -760,7 +931,7 @@ class LayeredCache:
         except Exception as exc:
             self._failed(exc, "lookup")
             return None
-        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key)
+        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)
 
     # ------------------------------------------------------------------ invalidation
     def _invalidate_flow(self, tags: Sequence[str], batch_size: int, pause: float) -> Flow[int]:
@@ -823,34 +994,74 @@ class LayeredCache:
         self._stats.incr("kv_prompt_tokens", max(0, int(prompt_tokens)))
         self._stats.incr("kv_cached_tokens", max(0, int(cached_tokens or 0)))
 
-    def feedback(self, hit: CacheHit, correct: bool, namespace: str = "default") -> None:
-        """Report whether a served semantic hit was right (drives ``max_error_rate``)."""
-        if hit.layer == "semantic":
-            self._judge(namespace, wrong=not correct)
+    def feedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
+        """Report whether a served hit was right.
 
-    def _judge_shadow(self, namespace: str, query_key: str, response: Any) -> None:
-        if query_key not in self._shadow_pending:
-            return
-        would = self._shadow_pending.pop(query_key)
-        agree = _same_answer(would, response)
-        self._stats.incr("shadow:agreed" if agree else "shadow:disagreed")
-        self._judge(namespace, wrong=not agree)
+        A wrong hit is evicted from every layer (its entry and its vector) so it is never
+        served again, and every report is recorded as evidence at the hit's similarity
+        (for ``max_error_rate`` and ``error_estimate``), with or without a bound set.
 
-    def _judge(self, namespace: str, *, wrong: bool) -> None:
-        if self.max_error_rate is None:
-            return
-        judged = self._judged.setdefault(namespace, [0, 0])
-        judged[0] += 1
-        judged[1] += int(wrong)
-        if judged[0] >= 20 and judged[1] / judged[0] > self.max_error_rate:
-            new = min(0.995, self.threshold_for(namespace) + 0.01)
-            log.warning(
-                "agent-cache: wrong-hit rate %.1f%% > %.1f%% in %r; threshold raised to %.3f",
-                100 * judged[1] / judged[0], 100 * self.max_error_rate, namespace, new,
-            )
-            self.thresholds[namespace] = new
-            self._stats.incr("threshold_raised")
-            judged[0] = judged[1] = 0
+        Example:
+            >>> hit = cache.lookup("how do I cancel my order?")  # doctest: +SKIP
+            >>> cache.feedback(hit, correct=False)               # doctest: +SKIP
+        """
+        run_sync(self._feedback_flow(hit, correct, namespace or hit.namespace))
+
+    async def afeedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
+        """Async twin of :meth:`feedback`."""
+        await run_async(self._feedback_flow(hit, correct, namespace or hit.namespace))
+
+    def _feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
+        self._stats.incr("feedback:correct" if correct else "feedback:wrong")
+        try:
+            if hit.layer == "semantic" and hit.similarity is not None:
+                yield Op(self._bound, "record", (namespace, hit.similarity), {"wrong": not correct})
+            if not correct:
+                yield Op(self.vector_store, "delete", ([hit.key],))
+                yield Op(self.kv_store, "delete", ([hit.key],))
+                self._stats.incr("evicted")
+        except Exception as exc:  # a failing store is logged, never raised
+            self._failed(exc, "feedback")
+
+    def error_estimate(self, namespace: str = "default") -> dict[str, float | int]:
+        """The judged evidence at or above ``namespace``'s threshold: ``judged``,
+        ``wrong``, ``wrong_rate``, ``upper_bound`` (one-sided 95 % Wilson) and the
+        ``threshold`` the evidence supports."""
+        return self._bound.estimate(namespace)
+
+    def explain(
+        self,
+        query: str,
+        candidate: str | None = None,
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+    ) -> Explanation:
+        """Why the semantic layer would serve or refuse each candidate for ``query``.
+
+        With ``candidate``, that stored question is judged (no store is read); without,
+        the top-k stored questions in the query's scope are.
+
+        Example:
+            >>> print(cache.explain("How do I sort a list in descending order?",
+            ...                     "How do I sort a list in ascending order?"))  # doctest: +SKIP
+        """
+        req = self._prepare(query, llm_string, namespace, context, template_version)
+        if candidate is not None:
+            vectors = self.embedder.embed([req.prompt, candidate])
+            cos = float(min(1.0, max(0.0, float(np.dot(vectors[0], vectors[1])))))
+            matches = [VectorMatch("candidate", cos, {"key": "", "text": candidate})]
+        else:
+            version = self.kv_store.get_counter(rq.version_counter(req.namespace))
+            keys = rq.keys_for(req, version)
+            vector = self.embedder.embed([req.prompt])[0]
+            matches = self.vector_store.query(vector, k=self.top_k, scope=keys.scope,
+                                              now=self.clock())
+        verdicts = run_sync(self._verdicts_flow(req, matches))
+        return Explanation(req.prompt, req.namespace, self.threshold_for(req.namespace),
+                           tuple(verdicts))
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -876,14 +1087,21 @@ def _single(op: Op) -> Flow[Any]:
     return (yield op)
 
 
-def _same_answer(a: Any, b: Any) -> bool:
-    def text(v: Any) -> str:
-        if isinstance(v, Mapping):
-            v = v.get("text", v.get("content", v))
-        s = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-        return " ".join(s.split()).casefold()
+@dataclass(frozen=True)
+class _Outcome:
+    """What a lookup flow found: the hit (or none), the query's exact key, and for the
+    judging machinery the query text and an explored candidate."""
 
-    return text(a) == text(b)
+    hit: CacheHit | None
+    query_key: str
+    query: str = ""
+    explore: Pending | None = None
+
+
+def analyze_pair(query: str, candidate: str, case_sensitive: bool) -> Analysis:
+    from agent_cache.differences import analyze
+
+    return analyze(query, candidate, case_sensitive=case_sensitive)
 
 
 def _check_threshold(value: Any) -> float:

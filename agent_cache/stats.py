@@ -44,6 +44,10 @@ class CacheStats:
     tokens_saved: int
     latency_ms: dict[str, dict[str, float | None]]
     kv: dict[str, int] = field(default_factory=dict)
+    feedback: dict[str, int] = field(default_factory=dict)
+    evicted: int = 0
+    audited: int = 0
+    explored: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -72,6 +76,10 @@ class CacheStats:
             "latency_ms": {k: dict(v) for k, v in self.latency_ms.items()},
             "kv": dict(self.kv),
             "kv_hit_rate": self.kv_hit_rate,
+            "feedback": dict(self.feedback),
+            "evicted": self.evicted,
+            "audited": self.audited,
+            "explored": self.explored,
         }
 
     def _rows(self) -> list[tuple[str, str]]:
@@ -91,6 +99,12 @@ class CacheStats:
             rows.append((f"refused by {name}", str(n)))
         for name, n in sorted(self.shadow.items()):
             rows.append((f"shadow: {name}", str(n)))
+        if self.audited or self.explored:
+            rows.append(("audited / explored (judged)", f"{self.audited} / {self.explored}"))
+        for name, n in sorted(self.feedback.items()):
+            rows.append((f"feedback: {name}", str(n)))
+        if self.evicted:
+            rows.append(("evicted by feedback", str(self.evicted)))
         for layer, lat in self.latency_ms.items():
             p50, p95 = lat.get("p50"), lat.get("p95")
             if p50 is not None and p95 is not None:
@@ -162,4 +176,8 @@ class StatsRecorder:
                 for k, v in sorted(lat.items())
             },
             kv={"prompt_tokens": c["kv_prompt_tokens"], "cached_tokens": c["kv_cached_tokens"]},
+            feedback=group("feedback:"),
+            evicted=c["evicted"],
+            audited=c["audited"],
+            explored=c["explored"],
         )

@@ -1,7 +1,10 @@
 """Tool-result and sub-step caches (core; the framework adapters build on these).
 
 ``ToolCache`` keys a tool call by tool name + tool version + the canonical JSON of its
-arguments (key order, whitespace and ``1`` vs ``1.0`` don't matter), exact layer only.
+arguments (key order, JSON whitespace and ``1`` vs ``1.0`` don't matter), exact layer
+only. Arguments are data: the canonical JSON is the key *verbatim*, never case-folded or
+whitespace-collapsed (``read_file("/data/Report.txt")`` is not ``/data/report.txt``);
+pass ``normalize_args=True`` to opt in to the prompt normalization instead.
 ``StepCache`` reuses an intermediate step's output (a plan, a query decomposition) for the
 same input, or with ``semantic=True`` for a paraphrased one.
 """
@@ -41,11 +44,17 @@ class ToolCache:
     """
 
     def __init__(
-        self, cache: LayeredCache, *, ttl: float | None = None, namespace: str = "tools"
+        self,
+        cache: LayeredCache,
+        *,
+        ttl: float | None = None,
+        namespace: str = "tools",
+        normalize_args: bool = False,
     ) -> None:
         self.cache = cache
         self.ttl = ttl
         self.namespace = namespace
+        self.normalize_args = normalize_args
 
     def _ids(self, tool: str, version: str) -> str:
         if not isinstance(tool, str) or not tool:
@@ -70,6 +79,7 @@ class ToolCache:
             namespace=self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
+            verbatim=not self.normalize_args,
         )
 
     async def acall(
@@ -90,6 +100,7 @@ class ToolCache:
             namespace=self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
+            verbatim=not self.normalize_args,
         )
 
 
@@ -136,6 +147,7 @@ class StepCache:
             llm_string=f"step:{name}@{version}",
             namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
+            verbatim=not semantic,
         )
 
     async def arun(
@@ -155,6 +167,7 @@ class StepCache:
             llm_string=f"step:{name}@{version}",
             namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
+            verbatim=not semantic,
         )
 
     def cached(

@@ -121,7 +121,8 @@ def test_accepts_an_agent_cache() -> None:
     layered = make_layered()
     add, _ = make_adder()
     cache_tool(add, cache=AgentCache(layered)).invoke({"a": 5, "b": 5})
-    assert layered.lookup('{"a":5,"b":5}', "tool:add@", namespace="tools") is not None
+    hit = layered.lookup('{"a":5,"b":5}', "tool:add@", namespace="tools", verbatim=True)
+    assert hit is not None
 
 
 # ---------------------------------------------------------------- what is not cached
