@@ -16,7 +16,15 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -51,6 +59,8 @@ DEFAULT_THRESHOLD = 0.94
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
+VectorBackend = Literal["sqlite", "memory", "chroma"]
+_VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
 _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
 T = TypeVar("T")
@@ -80,10 +90,14 @@ class LayeredCache:
     """The layered result cache. See DESIGN.md for the request flow.
 
     Args:
-        path: directory for the embedded default (SQLite exact layer + Chroma persistent
-            vectors); ``None`` keeps everything in memory.
+        path: directory for the embedded default: one SQLite database
+            (``exact.sqlite3``) holding entries and vectors, shared safely by every
+            process on the machine; ``None`` keeps everything in memory.
         redis_url: exact layer on Redis instead of SQLite/memory.
         chroma_url: vectors on a Chroma server, e.g. ``"http://127.0.0.1:8000"``.
+        vector_backend: ``"sqlite"`` (the default with a ``path``), ``"memory"``, or
+            ``"chroma"`` (embedded Chroma in ``path/vectors``: one process only, Chroma's
+            ``PersistentClient`` is not process-safe); ignored with ``chroma_url``.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -117,6 +131,7 @@ class LayeredCache:
         *,
         redis_url: str | None = None,
         chroma_url: str | None = None,
+        vector_backend: VectorBackend | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -155,6 +170,11 @@ class LayeredCache:
         self.path = Path(path) if path is not None else None
         self.redis_url = redis_url
         self.chroma_url = chroma_url
+        if vector_backend is not None and vector_backend not in _VECTOR_BACKENDS:
+            raise ConfigurationError(
+                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
+            )
+        self.vector_backend = vector_backend
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -175,7 +195,7 @@ class LayeredCache:
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._reranker_ready = reranker is None
-        self._init_lock = threading.Lock()
+        self._init_lock = threading.RLock()  # vector_store may build kv_store
         self._rng = random.Random(seed)
         self._stats = StatsRecorder()
         self._flight = SingleFlight(singleflight_timeout)
@@ -196,7 +216,7 @@ class LayeredCache:
         if self._vectors is None:
             with self._init_lock:
                 if self._vectors is None:
-                    self._vectors = self._own(_make_vectors(self.path, self.chroma_url))
+                    self._vectors = self._own(self._make_vectors())
         return self._vectors
 
     @property
@@ -219,6 +239,47 @@ class LayeredCache:
                     self._reranker = reranker_from(self._reranker_spec)
                     self._reranker_ready = True
         return self._reranker
+
+    def _make_vectors(self) -> VectorStore:
+        kind = self.vector_backend or ("sqlite" if self.path is not None else "memory")
+        if self.chroma_url:
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(url=self.chroma_url)
+        if kind == "memory" or self.path is None:
+            from agent_cache.vectors import MemoryVectorStore
+
+            return MemoryVectorStore()
+        if kind == "chroma":
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(path=str(self.path / "vectors"))
+        from agent_cache.stores import SQLiteStore
+        from agent_cache.vectors import SQLiteVectorStore
+
+        kv = self.kv_store
+        if isinstance(kv, SQLiteStore):  # entries and vectors commit together
+            return SQLiteVectorStore(kv)
+        return SQLiteVectorStore(self.path / "vectors.sqlite3")
+
+    def _joint_vectors(self) -> bool:
+        """True when the vector store lives in the KV store's database (one transaction)."""
+        from agent_cache.vectors.sqlite import SQLiteVectorStore
+
+        vs = self.vector_store
+        return isinstance(vs, SQLiteVectorStore) and vs.store is self.kv_store
+
+    def _vector_meta(
+        self, req: rq.Request, keys: rq.Keys, now: float, expires: float | None
+    ) -> dict[str, MetaValue]:
+        sem_expires = self.ttl_policy.semantic_expires_at(now, expires)
+        return {
+            "scope": keys.scope,
+            "namespace": req.namespace,
+            "key": keys.primary,
+            "text": req.prompt[:2000],
+            "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
+        }
 
     def _own(self, backend: T) -> T:
         self._owned.append(backend)
@@ -325,22 +386,19 @@ class LayeredCache:
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
         record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier)
-        yield Op(
-            self.kv_store,
-            "set",
-            (keys.primary, record),
-            {"namespace": req.namespace, "expires_at": expires, "tags": tuple(tags), "now": now},
-        )
-        if self._semantic_on(req):
+        semantic = self._semantic_on(req)
+        joint = semantic and self._joint_vectors()
+        write: dict[str, Any] = {
+            "namespace": req.namespace, "expires_at": expires, "tags": tuple(tags), "now": now
+        }
+        if joint:  # embed first: the entry and its vector are written in one transaction
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-            sem_expires = self.ttl_policy.semantic_expires_at(now, expires)
-            meta = {
-                "scope": keys.scope,
-                "namespace": req.namespace,
-                "key": keys.primary,
-                "text": req.prompt[:2000],
-                "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
-            }
+            write["vector"] = vectors[0]
+            write["vector_meta"] = self._vector_meta(req, keys, now, expires)
+        yield Op(self.kv_store, "set", (keys.primary, record), write)
+        if semantic and not joint:
+            vectors = yield Op(self.embedder, "embed", ([req.prompt],))
+            meta = self._vector_meta(req, keys, now, expires)
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
         self._judge_shadow(req.namespace, keys.exact, response)
         return keys.primary
@@ -553,16 +611,30 @@ class LayeredCache:
         version = self.kv_store.get_counter(rq.version_counter(namespace))
         now = self.clock()
         out: list[str] = []
+        joint = self._joint_vectors()
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
+            semantic = [req for req, _ in chunk if self._semantic_on(req)]
+            embedded: Iterator[Any] = iter(
+                self.embedder.embed([r.prompt for r in semantic]) if semantic else []
+            )
             ids: list[str] = []
-            texts: list[str] = []
+            vecs: list[Any] = []
             metas: list[dict[str, MetaValue]] = []
             for req, response in chunk:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
                 expires = self.ttl_policy.expires_at(now, ttl_s)
                 record = rq.encode_record(req.prompt, response, tokens=None, created=now, tier=tier)
+                write: dict[str, Any] = {}
+                if self._semantic_on(req):
+                    vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
+                    if joint:
+                        write = {"vector": vector, "vector_meta": meta}
+                    else:
+                        ids.append(keys.primary)
+                        vecs.append(vector)
+                        metas.append(meta)
                 self.kv_store.set(
                     keys.primary,
                     record,
@@ -570,23 +642,11 @@ class LayeredCache:
                     expires_at=expires,
                     tags=tag_list,
                     now=now,
+                    **write,
                 )
                 out.append(keys.primary)
-                if self._semantic_on(req):
-                    sem = self.ttl_policy.semantic_expires_at(now, expires)
-                    ids.append(keys.primary)
-                    texts.append(req.prompt)
-                    metas.append(
-                        {
-                            "scope": keys.scope,
-                            "namespace": namespace,
-                            "key": keys.primary,
-                            "text": req.prompt[:2000],
-                            "expires_at": rq.NO_EXPIRY if sem is None else sem,
-                        }
-                    )
             if ids:
-                self.vector_store.add(ids, self.embedder.embed(texts), metas)
+                self.vector_store.add(ids, vecs, metas)
             self._stats.incr("stores", len(chunk))
         return out
 
@@ -926,16 +986,3 @@ def _make_kv(path: Path | None, redis_url: str | None) -> KVStore:
 
     return MemoryStore()
 
-
-def _make_vectors(path: Path | None, chroma_url: str | None) -> VectorStore:
-    if chroma_url:
-        from agent_cache.vectors import ChromaVectorStore
-
-        return ChromaVectorStore(url=chroma_url)
-    if path is not None:
-        from agent_cache.vectors import ChromaVectorStore
-
-        return ChromaVectorStore(path=str(path / "vectors"))
-    from agent_cache.vectors import MemoryVectorStore
-
-    return MemoryVectorStore()

@@ -6,12 +6,16 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+
+import numpy.typing as npt
 
 from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.stores import _vector_table as vt
 
 __all__ = ["SQLiteStore"]
 
@@ -19,7 +23,7 @@ _CHUNK = 500  # bound parameters per IN (...) query; well under every SQLite lim
 _BUSY_TIMEOUT_MS = 5000
 _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
-_SCHEMA = (
+_ENTRY_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS entries (
         key TEXT PRIMARY KEY,
         namespace TEXT NOT NULL,
@@ -45,6 +49,7 @@ _SCHEMA = (
         expires_at REAL NOT NULL
     )""",
 )
+_SCHEMA = _ENTRY_SCHEMA + vt.SCHEMA
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -145,16 +150,26 @@ class SQLiteStore:
         expires_at: float | None,
         tags: Sequence[str] = (),
         now: float,
+        vector: npt.ArrayLike | None = None,
+        vector_meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Store ``value`` under ``key``, replacing any earlier record and its tags.
 
         A record already expired at ``now`` is not stored, and any earlier record under
-        ``key`` is deleted, so the key reads as absent afterwards.
+        ``key`` (and its vector) is deleted, so the key reads as absent afterwards.
+        With ``vector`` (and its ``vector_meta``: ``scope``, ``expires_at``, ...), the
+        entry's vector is written in the same transaction, for
+        :class:`~agent_cache.vectors.SQLiteVectorStore`: an entry and its vector are
+        never out of step, whatever other processes do.
         """
+        row = None
+        if vector is not None:
+            row = vt.encode_vector_row(key, vector, vector_meta or {}, namespace=namespace)
         with self._errors("set", key), self._write() as conn:
             conn.execute("DELETE FROM tags WHERE key = ?", (key,))
             if expires_at is not None and expires_at <= now:
                 conn.execute("DELETE FROM entries WHERE key = ?", (key,))
+                vt.delete_vectors(conn, [key])
                 return
             conn.execute(
                 "INSERT INTO entries (key, namespace, value, expires_at, created_at) "
@@ -167,6 +182,8 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO tags (tag, key) VALUES (?, ?)",
                 [(tag, key) for tag in dict.fromkeys(tags)],
             )
+            if row is not None:
+                vt.write_vector_rows(conn, [row])
 
     def delete(self, keys: Sequence[str]) -> int:
         """Delete records and their tag-index rows; return how many records existed."""
@@ -178,6 +195,7 @@ class SQLiteStore:
             for chunk in _chunks(unique):
                 marks = _marks(len(chunk))
                 conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                vt.delete_vectors(conn, chunk)
                 removed += conn.execute(
                     f"DELETE FROM entries WHERE key IN ({marks})", chunk
                 ).rowcount
@@ -203,7 +221,9 @@ class SQLiteStore:
         with self._errors("clear"), self._write() as conn:
             if namespace is None:
                 conn.execute("DELETE FROM tags")
+                vt.clear_vectors(conn)
                 return int(conn.execute("DELETE FROM entries").rowcount)
+            vt.delete_vectors_where(conn, "namespace = ?", (namespace,))
             conn.execute(
                 "DELETE FROM tags WHERE key IN (SELECT key FROM entries WHERE namespace = ?)",
                 (namespace,),
@@ -231,6 +251,12 @@ class SQLiteStore:
     def purge_expired(self, now: float) -> int:
         """Delete every record expired at ``now`` and its tag rows; return how many."""
         with self._errors("purge_expired"), self._write() as conn:
+            vt.delete_vectors_where(
+                conn,
+                "expires_at <= ? OR key IN "
+                "(SELECT key FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?)",
+                (now, now),
+            )
             conn.execute(
                 "DELETE FROM tags WHERE key IN "
                 "(SELECT key FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?)",
@@ -291,6 +317,29 @@ class SQLiteStore:
         """Release the lock if ``token`` still holds it."""
         with self._errors("unlock"), self._write() as conn:
             conn.execute("DELETE FROM locks WHERE name = ? AND token = ?", (name, token))
+
+    # -- transactions (for stores that share this database) ---------------------------
+
+    @contextmanager
+    def transaction(self, op: str = "write") -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` write transaction on this thread's connection.
+
+        For backends that keep their tables in this database
+        (:class:`~agent_cache.vectors.SQLiteVectorStore`); errors become ``BackendError``.
+        """
+        with self._errors(op), self._write() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self, op: str = "read") -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same committed state."""
+        with self._errors(op):
+            conn = self._conn()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     # -- lifecycle ---------------------------------------------------------------------
 
