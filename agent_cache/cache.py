@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -61,6 +62,7 @@ DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
 VectorBackend = Literal["sqlite", "memory", "chroma"]
 _VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
+_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
 _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
 T = TypeVar("T")
@@ -98,6 +100,10 @@ class LayeredCache:
         vector_backend: ``"sqlite"`` (the default with a ``path``), ``"memory"``, or
             ``"chroma"`` (embedded Chroma in ``path/vectors``: one process only, Chroma's
             ``PersistentClient`` is not process-safe); ignored with ``chroma_url``.
+        prefix: the deployment's name on shared servers: Redis keys live under
+            ``"{prefix}:"`` and Chroma vectors in the collection ``prefix``, so two
+            applications with different prefixes never read, clear or clean up each
+            other's entries. Letters, digits, ``.``, ``_`` and ``-`` (3-200 characters).
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -132,6 +138,7 @@ class LayeredCache:
         redis_url: str | None = None,
         chroma_url: str | None = None,
         vector_backend: VectorBackend | None = None,
+        prefix: str = "agent_cache",
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -175,6 +182,12 @@ class LayeredCache:
                 f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
             )
         self.vector_backend = vector_backend
+        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+            raise ConfigurationError(
+                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
+                f"with a letter or digit; got {prefix!r}"
+            )
+        self.prefix = prefix
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -208,7 +221,7 @@ class LayeredCache:
         if self._kv is None:
             with self._init_lock:
                 if self._kv is None:
-                    self._kv = self._own(_make_kv(self.path, self.redis_url))
+                    self._kv = self._own(_make_kv(self.path, self.redis_url, self.prefix))
         return self._kv
 
     @property
@@ -245,7 +258,7 @@ class LayeredCache:
         if self.chroma_url:
             from agent_cache.vectors import ChromaVectorStore
 
-            return ChromaVectorStore(url=self.chroma_url)
+            return ChromaVectorStore(url=self.chroma_url, collection=self.prefix)
         if kind == "memory" or self.path is None:
             from agent_cache.vectors import MemoryVectorStore
 
@@ -253,7 +266,7 @@ class LayeredCache:
         if kind == "chroma":
             from agent_cache.vectors import ChromaVectorStore
 
-            return ChromaVectorStore(path=str(self.path / "vectors"))
+            return ChromaVectorStore(path=str(self.path / "vectors"), collection=self.prefix)
         from agent_cache.stores import SQLiteStore
         from agent_cache.vectors import SQLiteVectorStore
 
@@ -823,11 +836,14 @@ class LayeredCache:
         return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key)
 
     # ------------------------------------------------------------------ invalidation
-    def _invalidate_flow(self, tags: Sequence[str], batch_size: int, pause: float) -> Flow[int]:
+    def _invalidate_flow(
+        self, tags: Sequence[str], namespace: str | None, batch_size: int, pause: float
+    ) -> Flow[int]:
         removed = 0
+        scoped = {"namespace": namespace} if namespace is not None else {}
         for tag in tags:
             while True:
-                keys = yield Op(self.kv_store, "keys_for_tag", (tag, batch_size))
+                keys = yield Op(self.kv_store, "keys_for_tag", (tag, batch_size), scoped)
                 if not keys:
                     break
                 yield Op(self.vector_store, "delete", (keys,))
@@ -836,23 +852,59 @@ class LayeredCache:
                     yield Op(self, "sleep", (pause,))
         return removed
 
-    def invalidate(self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0) -> int:
-        """Delete every entry carrying any of ``tags``, in batches of ``batch_size`` with
-        ``pause`` seconds between batches (so a big purge does not stall the store).
-        Returns the number of entries removed.
+    def invalidate(
+        self,
+        tags: Iterable[str],
+        namespace: str = "default",
+        *,
+        batch_size: int = 500,
+        pause: float = 0.0,
+    ) -> int:
+        """Delete the entries of ``namespace`` carrying any of ``tags``, in batches of
+        ``batch_size`` with ``pause`` seconds between batches (so a big purge does not
+        stall the store). Returns the number of entries removed.
+
+        A namespace is a wall: no other namespace's entries are read or deleted. To purge
+        a tag everywhere, call :meth:`invalidate_all_namespaces`.
 
         Example:
-            >>> cache.invalidate(tags=["doc:42"])  # doctest: +SKIP
+            >>> cache.invalidate(tags=["doc:42"], namespace="faq")  # doctest: +SKIP
         """
         tag_list = _check_tags(tags, batch_size)
-        return run_sync(self._invalidate_flow(tag_list, batch_size, pause))
+        ns = _check_namespace(namespace)
+        return run_sync(self._invalidate_flow(tag_list, ns, batch_size, pause))
 
     async def ainvalidate(
-        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+        self,
+        tags: Iterable[str],
+        namespace: str = "default",
+        *,
+        batch_size: int = 500,
+        pause: float = 0.0,
     ) -> int:
         """Async twin of :meth:`invalidate`."""
         tag_list = _check_tags(tags, batch_size)
-        return await run_async(self._invalidate_flow(tag_list, batch_size, pause))
+        ns = _check_namespace(namespace)
+        return await run_async(self._invalidate_flow(tag_list, ns, batch_size, pause))
+
+    def invalidate_all_namespaces(
+        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+    ) -> int:
+        """Delete the entries carrying any of ``tags`` in **every** namespace of this
+        deployment (a global purge, e.g. a document deleted for every tenant).
+
+        Example:
+            >>> cache.invalidate_all_namespaces(tags=["doc:42"])  # doctest: +SKIP
+        """
+        tag_list = _check_tags(tags, batch_size)
+        return run_sync(self._invalidate_flow(tag_list, None, batch_size, pause))
+
+    async def ainvalidate_all_namespaces(
+        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+    ) -> int:
+        """Async twin of :meth:`invalidate_all_namespaces`."""
+        tag_list = _check_tags(tags, batch_size)
+        return await run_async(self._invalidate_flow(tag_list, None, batch_size, pause))
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
@@ -963,6 +1015,17 @@ def _check_tags(tags: Iterable[str], batch_size: int) -> list[str]:
     return tag_list
 
 
+def _check_namespace(namespace: Any) -> str:
+    if namespace is None:
+        raise ConfigurationError(
+            "invalidate() works inside one namespace; for a purge of every namespace "
+            "call invalidate_all_namespaces()"
+        )
+    if not isinstance(namespace, str) or not namespace:
+        raise ConfigurationError("namespace must be a non-empty str")
+    return namespace
+
+
 def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -973,11 +1036,11 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _make_kv(path: Path | None, redis_url: str | None) -> KVStore:
+def _make_kv(path: Path | None, redis_url: str | None, prefix: str) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
-        return RedisStore(redis_url)
+        return RedisStore(redis_url, prefix=f"{prefix}:")
     if path is not None:
         from agent_cache.stores import SQLiteStore
 

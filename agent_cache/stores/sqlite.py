@@ -201,16 +201,21 @@ class SQLiteStore:
                 ).rowcount
         return removed
 
-    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
-        """Up to ``limit`` keys carrying ``tag``."""
+    def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag`` (in ``namespace``, or in any namespace)."""
         if limit <= 0:
             return []
         with self._errors("keys_for_tag"):
-            rows = (
-                self._conn()
-                .execute("SELECT key FROM tags WHERE tag = ? LIMIT ?", (tag, limit))
-                .fetchall()
-            )
+            args: tuple[str | int, ...]
+            if namespace is None:
+                sql, args = "SELECT key FROM tags WHERE tag = ? LIMIT ?", (tag, limit)
+            else:
+                sql = (
+                    "SELECT t.key FROM tags t JOIN entries e ON e.key = t.key "
+                    "WHERE t.tag = ? AND e.namespace = ? LIMIT ?"
+                )
+                args = (tag, namespace, limit)
+            rows = self._conn().execute(sql, args).fetchall()
         return [str(row[0]) for row in rows]
 
     def clear(self, namespace: str | None = None) -> int:
