@@ -66,6 +66,34 @@ def _check_text(name: str, value: Any, *, limit: int | None = None) -> str:
     return value
 
 
+def check_tags(tags: Any) -> tuple[str, ...]:
+    """Tags as a tuple of non-empty strings; one string is refused (it is not a list)."""
+    if isinstance(tags, str | bytes | bytearray):
+        raise ConfigurationError(
+            f"tags must be a list of strings, not one string: use tags=[{tags!r}]"
+        )
+    try:
+        out = tuple(tags)
+    except TypeError as exc:
+        raise ConfigurationError(f"tags must be a list of strings, not {tags!r}") from exc
+    if any(not isinstance(t, str) or not t for t in out):
+        raise ConfigurationError("tags must be non-empty strings")
+    for tag in out:
+        _check_text("tag", tag)
+    return out
+
+
+def check_ttl(ttl: Any) -> float | None:
+    """``None`` (the policy's TTL) or a finite number of seconds >= 0 (0: do not keep)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise ConfigurationError(f"ttl must be a number of seconds or None, not {ttl!r}")
+    if not math.isfinite(ttl) or ttl < 0:
+        raise ConfigurationError(f"ttl must be a finite number >= 0, not {ttl!r}")
+    return float(ttl)
+
+
 def context_hash(context: Any) -> str:
     """Hash of everything besides the question that changes the answer (scope)."""
     if context is None:

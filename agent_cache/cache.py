@@ -15,7 +15,6 @@ import random
 import re
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import (
     Awaitable,
@@ -32,7 +31,8 @@ from typing import Any, Literal, TypeVar
 
 from agent_cache import _request as rq
 from agent_cache._flow import Flow, Op, run_async, run_sync
-from agent_cache.errors import ConfigurationError, SerializationError
+from agent_cache._lease import Lease, Pause
+from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.guards import check_guards
 from agent_cache.keys import Template, digest, templates_from
 from agent_cache.policy import TtlPolicy, is_cacheable
@@ -65,6 +65,8 @@ _VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
 _PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
 _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
+_WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
+_PAUSE = Pause()
 T = TypeVar("T")
 
 
@@ -517,11 +519,12 @@ class LayeredCache:
         return self._finish_lookup(outcome, started)
 
     # ------------------------------------------------------------------ store
-    def _begin_store(self, response: Any, tags: Iterable[str]) -> tuple[bool, tuple[str, ...]]:
+    def _begin_store(
+        self, response: Any, tags: Iterable[str], ttl: Any = None
+    ) -> tuple[bool, tuple[str, ...]]:
+        tag_list = rq.check_tags(tags)
+        rq.check_ttl(ttl)
         rq.check_json(response)  # SerializationError before anything is written
-        tag_list = tuple(tags)
-        if any(not isinstance(t, str) or not t for t in tag_list):
-            raise ConfigurationError("tags must be non-empty strings")
         if not is_cacheable(response):
             self._stats.incr("skipped_stores")
             return False, tag_list
@@ -551,7 +554,7 @@ class LayeredCache:
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
-        ok, tag_list = self._begin_store(response, tags)
+        ok, tag_list = self._begin_store(response, tags, ttl)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
@@ -583,7 +586,7 @@ class LayeredCache:
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
-        ok, tag_list = self._begin_store(response, tags)
+        ok, tag_list = self._begin_store(response, tags, ttl)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
@@ -615,11 +618,11 @@ class LayeredCache:
         Example:
             >>> cache.store_many([("What is RAG?", "Retrieval...")])  # doctest: +SKIP
         """
-        tag_list = tuple(tags)
+        tag_list = rq.check_tags(tags)
         pending = [
             (self._prepare(p, llm_string, namespace, None, ""), r)
             for p, r in items
-            if self._begin_store(r, tag_list)[0]
+            if self._begin_store(r, tag_list, ttl)[0]
         ]
         version = self.kv_store.get_counter(rq.version_counter(namespace))
         now = self.clock()
@@ -684,22 +687,28 @@ class LayeredCache:
     ) -> Any:
         """Return the cached answer, or compute it once for all concurrent callers.
 
-        ``compute()`` runs only on a miss; concurrent identical misses (threads) share one
-        call; a waiter gives up after ``singleflight_timeout`` seconds and computes itself.
-        ``tokens`` may be a function of the computed value (e.g. its usage).
+        ``compute()`` runs only on a miss; concurrent identical misses share one call:
+        threads and tasks of this process through an in-process flight, other processes
+        through a lease on the shared store (SQLite file, Redis) of
+        ``singleflight_timeout`` seconds, renewed while ``compute`` runs and expiring by
+        itself if its holder dies. The value computed is always returned, even when
+        storing it fails (counted in ``stats().errors``). ``tokens`` may be a function
+        of the computed value (e.g. its usage).
+
+        Raises:
+            ConfigurationError: bad prompt, ``ttl`` or ``tags``, before ``compute`` runs.
 
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)  # before the model is paid
         hit = self.lookup(
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy,
         )
         if hit is not None:
             return hit.response
-        tag_list = tuple(tags)
-
         flight_key = self._flight_key(req)
 
         def compute_and_store() -> Any:
@@ -708,28 +717,26 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                self.store(prompt, value, llm_string, namespace, context=context,
-                           template_version=template_version, ttl=ttl, tags=tag_list, tokens=n)
+                try:
+                    self.store(prompt, value, llm_string, namespace, context=context,
+                               template_version=template_version, ttl=ttl, tags=tag_list,
+                               tokens=n)
+                except AgentCacheError as exc:  # the paid answer is returned all the same
+                    self._store_failed(exc)
             return value
 
         def run() -> Any:
-            lock = self._cross_process_lock(flight_key)
-            if lock is None:
-                return compute_and_store()
-            name, token = lock
-            if token is None:  # another process computes: wait for its write, then degrade
-                deadline = time.monotonic() + self._flight.timeout
-                while time.monotonic() < deadline:
-                    time.sleep(_LOCK_POLL_S)
-                    hit = self._peek(req)
-                    if hit is not None:
-                        self._stats.incr("coalesced")
-                        return hit.response
-                return compute_and_store()
+            lease = self._lease(flight_key)
+            hit, held = run_sync(self._contend_flow(req, lease))
+            if hit is not None:
+                lease.release()
+                self._stats.incr("coalesced")
+                return hit.response
             try:
-                return compute_and_store()
+                with lease.renewing():
+                    return compute_and_store()
             finally:
-                self._unlock(name, token)
+                lease.release()
 
         value, ran = self._flight.do(flight_key, run)
         if not ran:
@@ -752,14 +759,13 @@ class LayeredCache:
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)
         hit = await self.alookup(
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy,
         )
         if hit is not None:
             return hit.response
-        tag_list = tuple(tags)
-
         flight_key = self._flight_key(req)
 
         async def compute_and_store() -> Any:
@@ -768,58 +774,67 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                await self.astore(prompt, value, llm_string, namespace, context=context,
-                                  template_version=template_version, ttl=ttl, tags=tag_list,
-                                  tokens=n)
+                try:
+                    await self.astore(prompt, value, llm_string, namespace, context=context,
+                                      template_version=template_version, ttl=ttl,
+                                      tags=tag_list, tokens=n)
+                except AgentCacheError as exc:
+                    self._store_failed(exc)
             return value
 
         async def run() -> Any:
-            lock = await asyncio.to_thread(self._cross_process_lock, flight_key)
-            if lock is None:
-                return await compute_and_store()
-            name, token = lock
-            if token is None:
-                deadline = time.monotonic() + self._flight.timeout
-                while time.monotonic() < deadline:
-                    await asyncio.sleep(_LOCK_POLL_S)
-                    hit = await asyncio.to_thread(self._peek, req)
-                    if hit is not None:
-                        self._stats.incr("coalesced")
-                        return hit.response
-                return await compute_and_store()
+            lease = self._lease(flight_key)
+            hit, held = await run_async(self._contend_flow(req, lease))
+            if hit is not None:
+                await asyncio.to_thread(lease.release)
+                self._stats.incr("coalesced")
+                return hit.response
             try:
-                return await compute_and_store()
+                with lease.renewing():
+                    return await compute_and_store()
             finally:
-                await asyncio.to_thread(self._unlock, name, token)
+                await asyncio.to_thread(lease.release)
 
         value, ran = await self._flight.ado(flight_key, run)
         if not ran:
             self._stats.incr("coalesced")
         return value
 
-    def _cross_process_lock(self, flight_key: str) -> tuple[str, str | None] | None:
+    def _lease(self, flight_key: str) -> Lease:
+        return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,
+                     on_error=self._failed)
+
+    def _contend_flow(self, req: rq.Request, lease: Lease) -> Flow[tuple[CacheHit | None, bool]]:
         """Single-flight across processes on a shared store (SQLite file, Redis).
 
-        ``None``: the store has no locks (memory), or it failed (degrade to computing).
-        ``(name, token)``: we hold the lock; ``(name, None)``: another process holds it.
+        Returns ``(hit, held)``: the answer another process stored while we waited, or
+        ``(None, True)`` when we hold the lease and must compute, or ``(None, False)``
+        when there is no lock to take (memory store, store down: compute, degraded).
+        The holder re-checks the cache after taking the lease (the previous holder may
+        just have stored the answer). A waiter polls for the answer and contends for the
+        lease again whenever it is free (the holder finished without storing, or crashed
+        and its lease expired); only after ``_WAIT_LEASES`` lease periods does it give up
+        and compute without the lock.
         """
-        try_lock = getattr(self.kv_store, "try_lock", None)
-        if try_lock is None:
-            return None
-        name = f"flight:{flight_key}"
-        token = uuid.uuid4().hex
-        try:
-            held = try_lock(name, token, self._flight.timeout)
-        except Exception as exc:
-            self._failed(exc, "lock")
-            return None
-        return name, token if held else None
+        held = yield Op(lease, "acquire")
+        deadline = time.monotonic() + _WAIT_LEASES * self._flight.timeout
+        while held is False:
+            yield Op(_PAUSE, "sleep", (_LOCK_POLL_S,))
+            hit = yield Op(self, "_peek", (req,))
+            if hit is not None:
+                return hit, False
+            if time.monotonic() >= deadline:
+                self._stats.incr("lock_timeouts")
+                return None, False
+            held = yield Op(lease, "acquire")
+        if not held:
+            return None, False
+        hit = yield Op(self, "_peek", (req,))
+        return hit, True
 
-    def _unlock(self, name: str, token: str) -> None:
-        try:
-            self.kv_store.unlock(name, token)  # type: ignore[attr-defined]
-        except Exception as exc:
-            self._failed(exc, "unlock")
+    def _store_failed(self, exc: AgentCacheError) -> None:
+        self._stats.incr("errors")
+        log.warning("agent-cache could not store a computed answer (returned anyway): %s", exc)
 
     def _peek(self, req: rq.Request) -> CacheHit | None:
         """The exact/template record another process may just have written (no stats)."""

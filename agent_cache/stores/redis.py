@@ -297,6 +297,19 @@ class RedisStore:
         "else return 0 end"
     )
 
+    _RENEW = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then "
+        "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    )
+
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Extend the lock to ``ttl`` seconds if ``token`` still holds it (Lua)."""
+        with self._errors("renew_lock"):
+            done = self._redis().eval(
+                self._RENEW, 1, f"{self._prefix}l:{name}", token, max(1, int(ttl * 1000))
+            )
+        return bool(done)
+
     def try_lock(self, name: str, token: str, ttl: float) -> bool:
         """``SET lock NX PX``: take the named lock unless another holder has it."""
         with self._errors("try_lock"):

@@ -318,6 +318,15 @@ class SQLiteStore:
             )
             return cur.rowcount == 1
 
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Extend the lock to ``ttl`` seconds from now if ``token`` still holds it."""
+        with self._errors("renew_lock"), self._write() as conn:
+            cur = conn.execute(
+                "UPDATE locks SET expires_at = ? WHERE name = ? AND token = ?",
+                (time.time() + ttl, name, token),
+            )
+            return cur.rowcount == 1
+
     def unlock(self, name: str, token: str) -> None:
         """Release the lock if ``token`` still holds it."""
         with self._errors("unlock"), self._write() as conn:
