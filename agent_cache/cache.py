@@ -106,6 +106,9 @@ class LayeredCache:
             ``"{prefix}:"`` and Chroma vectors in the collection ``prefix``, so two
             applications with different prefixes never read, clear or clean up each
             other's entries. Letters, digits, ``.``, ``_`` and ``-`` (3-200 characters).
+        on_corrupt: a corrupt SQLite file (``path``): ``"raise"`` a ``BackendError``
+            naming it at first use (never served as silent misses), or ``"rebuild"``:
+            move it aside with a warning and start empty.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -141,6 +144,7 @@ class LayeredCache:
         chroma_url: str | None = None,
         vector_backend: VectorBackend | None = None,
         prefix: str = "agent_cache",
+        on_corrupt: Literal["raise", "rebuild"] = "raise",
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -190,6 +194,9 @@ class LayeredCache:
                 f"with a letter or digit; got {prefix!r}"
             )
         self.prefix = prefix
+        if on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -223,7 +230,9 @@ class LayeredCache:
         if self._kv is None:
             with self._init_lock:
                 if self._kv is None:
-                    self._kv = self._own(_make_kv(self.path, self.redis_url, self.prefix))
+                    self._kv = self._own(
+                        _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt)
+                    )
         return self._kv
 
     @property
@@ -452,8 +461,8 @@ class LayeredCache:
         return hit
 
     def _failed(self, exc: Exception, what: str) -> None:
-        if isinstance(exc, ConfigurationError):
-            raise exc
+        if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
+            raise exc  # bad input, or a corrupt file: loud, never a silent miss
         self._stats.incr("errors")
         log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
 
@@ -1051,7 +1060,9 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _make_kv(path: Path | None, redis_url: str | None, prefix: str) -> KVStore:
+def _make_kv(
+    path: Path | None, redis_url: str | None, prefix: str, on_corrupt: Literal["raise", "rebuild"]
+) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
@@ -1059,7 +1070,7 @@ def _make_kv(path: Path | None, redis_url: str | None, prefix: str) -> KVStore:
     if path is not None:
         from agent_cache.stores import SQLiteStore
 
-        return SQLiteStore(path / "exact.sqlite3")
+        return SQLiteStore(path / "exact.sqlite3", on_corrupt=on_corrupt)
     from agent_cache.stores import MemoryStore
 
     return MemoryStore()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import numpy.typing as npt
 
@@ -18,6 +20,8 @@ from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.stores import _vector_table as vt
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger("agent_cache")
 
 _CHUNK = 500  # bound parameters per IN (...) query; well under every SQLite limit
 _BUSY_TIMEOUT_MS = 5000
@@ -77,9 +81,15 @@ class SQLiteStore:
     and are removed by :meth:`purge_expired` or by the next write to the same key.
     Counters survive :meth:`clear` (namespace versions live there and must only grow).
     Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
+    A file that is not a SQLite database, or a corrupt one, is found when the first
+    connection opens: with ``on_corrupt="raise"`` it is a ``BackendError`` naming the file
+    (with ``fatal = True``: :class:`~agent_cache.LayeredCache` raises it instead of
+    serving misses); with ``on_corrupt="rebuild"`` the file is moved aside
+    (``<name>.corrupt-<time>``) with a warning and an empty database takes its place.
 
     Args:
         path: the database file.
+        on_corrupt: ``"raise"`` (default) or ``"rebuild"``.
 
     Example:
         >>> import tempfile, os
@@ -90,7 +100,12 @@ class SQLiteStore:
         >>> store.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, on_corrupt: Literal["raise", "rebuild"] = "raise"
+    ) -> None:
+        if on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigurationError(
@@ -414,6 +429,36 @@ class SQLiteStore:
         pid = os.getpid()
         if local.conn is not None and local.generation == self._generation and local.pid == pid:
             return local.conn
+        try:
+            return self._open(local, pid)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable dir, ...
+                raise
+            if self.on_corrupt == "raise":
+                error = BackendError(
+                    f"the SQLite file {str(self._path)!r} is corrupt or not a SQLite database "
+                    f"({exc}); move it aside, or pass on_corrupt='rebuild'",
+                    layer="exact",
+                )
+                error.fatal = True  # type: ignore[attr-defined]
+                raise error from exc
+            self._move_aside(exc)
+            return self._open(local, pid)
+
+    def _move_aside(self, cause: Exception) -> None:
+        aside = self._path.with_name(f"{self._path.name}.corrupt-{int(time.time())}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{self._path}{suffix}")
+            if part.exists():
+                os.replace(part, Path(f"{aside}{suffix}"))
+        message = (
+            f"agent-cache: the SQLite file {str(self._path)!r} was corrupt ({cause}); "
+            f"moved to {str(aside)!r}, starting empty"
+        )
+        log.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _open(self, local: _Local, pid: int) -> sqlite3.Connection:
         # A connection inherited across fork() must not be used (nor closed) here.
         self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
