@@ -109,6 +109,8 @@ class LayeredCache:
         on_corrupt: a corrupt SQLite file (``path``): ``"raise"`` a ``BackendError``
             naming it at first use (never served as silent misses), or ``"rebuild"``:
             move it aside with a warning and start empty.
+        backend_timeout: seconds a call to Redis or a Chroma server may take (connecting
+            included) before it fails, and is served as a miss; ``None``: no limit.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -145,6 +147,7 @@ class LayeredCache:
         vector_backend: VectorBackend | None = None,
         prefix: str = "agent_cache",
         on_corrupt: Literal["raise", "rebuild"] = "raise",
+        backend_timeout: float | None = 2.0,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -197,6 +200,15 @@ class LayeredCache:
         if on_corrupt not in ("raise", "rebuild"):
             raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
         self.on_corrupt = on_corrupt
+        if backend_timeout is not None and (
+            isinstance(backend_timeout, bool)
+            or not isinstance(backend_timeout, int | float)
+            or not backend_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"backend_timeout must be > 0 seconds or None, not {backend_timeout!r}"
+            )
+        self.backend_timeout = backend_timeout
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -231,7 +243,8 @@ class LayeredCache:
             with self._init_lock:
                 if self._kv is None:
                     self._kv = self._own(
-                        _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt)
+                        _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt,
+                                 self.backend_timeout)
                     )
         return self._kv
 
@@ -269,7 +282,9 @@ class LayeredCache:
         if self.chroma_url:
             from agent_cache.vectors import ChromaVectorStore
 
-            return ChromaVectorStore(url=self.chroma_url, collection=self.prefix)
+            return ChromaVectorStore(
+                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout
+            )
         if kind == "memory" or self.path is None:
             from agent_cache.vectors import MemoryVectorStore
 
@@ -1061,12 +1076,16 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _make_kv(
-    path: Path | None, redis_url: str | None, prefix: str, on_corrupt: Literal["raise", "rebuild"]
+    path: Path | None,
+    redis_url: str | None,
+    prefix: str,
+    on_corrupt: Literal["raise", "rebuild"],
+    timeout: float | None,
 ) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
-        return RedisStore(redis_url, prefix=f"{prefix}:")
+        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout)
     if path is not None:
         from agent_cache.stores import SQLiteStore
 

@@ -67,6 +67,9 @@ class RedisStore:
             ``redis://localhost:6379/0``.
         client: an existing ``redis.Redis`` client to use (the caller closes it).
         prefix: prepended to every Redis key this store writes (must not be empty).
+        timeout: seconds a connection attempt or a command may take (a stalled server is
+            a ``BackendError``, served as a miss); ``None``: redis-py's default. Not
+            applied to a client passed in.
 
     Example:
         >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -81,6 +84,7 @@ class RedisStore:
         *,
         client: Any | None = None,
         prefix: str = "agent_cache:",
+        timeout: float | None = 2.0,
     ) -> None:
         try:
             import redis
@@ -94,6 +98,9 @@ class RedisStore:
         self._client: Any | None = client
         self._owns_client = client is None
         self._prefix = prefix
+        if timeout is not None and not timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+        self._timeout = timeout
 
     @property
     def prefix(self) -> str:
@@ -369,7 +376,13 @@ class RedisStore:
 
     def _redis(self) -> Any:
         if self._client is None:
-            self._client = self._redis_module.Redis.from_url(self._url, decode_responses=True)
+            limits: dict[str, float] = {}
+            if self._timeout is not None:
+                limits = {"socket_timeout": self._timeout,
+                          "socket_connect_timeout": self._timeout}
+            self._client = self._redis_module.Redis.from_url(
+                self._url, decode_responses=True, **limits
+            )
         return self._client
 
     @contextmanager

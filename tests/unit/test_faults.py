@@ -30,7 +30,7 @@ def test_a_corrupt_sqlite_file_is_a_loud_backend_error_naming_it(tmp_path: Path)
 
 
 def test_on_corrupt_rebuild_moves_the_file_aside_and_starts_empty(tmp_path: Path) -> None:
-    db = _corrupt(tmp_path)
+    _corrupt(tmp_path)
     with LayeredCache(path=tmp_path, embedder=HashEmbedder(), on_corrupt="rebuild") as cache:
         with pytest.warns(RuntimeWarning, match="moved to"):
             assert cache.lookup("q?") is None
