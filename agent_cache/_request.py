@@ -9,12 +9,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_cache.errors import ConfigurationError, SerializationError
+from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
 
 __all__ = ["Keys", "Request", "decode_record", "encode_record", "prepare", "version_counter"]
 
 MAX_PROMPT_BYTES = 1_000_000
+#: The deepest nesting of lists/objects a stored answer (or a context) may have: deeper
+#: values are refused with ``SerializationError`` before anything is written (JSON
+#: libraries recurse, and a reader in another process must be able to decode the record).
+MAX_JSON_DEPTH = 64
 NO_EXPIRY = 1e18  # vector stores want a number for "never"
 
 
@@ -67,6 +71,34 @@ def _check_text(name: str, value: Any, *, limit: int | None = None) -> str:
     return value
 
 
+def check_tags(tags: Any) -> tuple[str, ...]:
+    """Tags as a tuple of non-empty strings; one string is refused (it is not a list)."""
+    if isinstance(tags, str | bytes | bytearray):
+        raise ConfigurationError(
+            f"tags must be a list of strings, not one string: use tags=[{tags!r}]"
+        )
+    try:
+        out = tuple(tags)
+    except TypeError as exc:
+        raise ConfigurationError(f"tags must be a list of strings, not {tags!r}") from exc
+    if any(not isinstance(t, str) or not t for t in out):
+        raise ConfigurationError("tags must be non-empty strings")
+    for tag in out:
+        _check_text("tag", tag)
+    return out
+
+
+def check_ttl(ttl: Any) -> float | None:
+    """``None`` (the policy's TTL) or a finite number of seconds >= 0 (0: do not keep)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise ConfigurationError(f"ttl must be a number of seconds or None, not {ttl!r}")
+    if not math.isfinite(ttl) or ttl < 0:
+        raise ConfigurationError(f"ttl must be a finite number >= 0, not {ttl!r}")
+    return float(ttl)
+
+
 def context_hash(context: Any) -> str:
     """Hash of everything besides the question that changes the answer (scope)."""
     if context is None:
@@ -75,8 +107,9 @@ def context_hash(context: Any) -> str:
         return digest(_check_text("context", context))
     if isinstance(context, Mapping | Sequence) and not isinstance(context, bytes | bytearray):
         try:
+            check_depth(context)
             return digest(canonical_json(context))
-        except ConfigurationError as exc:
+        except (AgentCacheError, ValueError, RecursionError) as exc:  # surrogates, depth
             raise ConfigurationError(f"context must be str or JSON-like: {exc}") from exc
     raise ConfigurationError(f"context must be str, a list or a dict, not {type(context).__name__}")
 
@@ -149,15 +182,37 @@ def keys_for(req: Request, version: int) -> Keys:
 def encode_record(
     prompt: str, response: Any, *, tokens: int | None, created: float, tier: str
 ) -> str:
-    """The JSON record stored in the exact layer; never pickle."""
+    """The JSON record stored in the exact layer; never pickle.
+
+    Refused with ``SerializationError`` (nothing is written): values JSON cannot hold
+    (objects, NaN, infinity), text that is not valid Unicode (a lone surrogate, which no
+    store can encode) and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    """
+    check_depth(response)
     try:
-        return json.dumps(
+        text = json.dumps(
             {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier},
             ensure_ascii=False,
             allow_nan=False,
         )
-    except (TypeError, ValueError) as exc:
+        text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise SerializationError(f"response is not JSON-serializable: {exc}") from exc
+    return text
+
+
+def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse lists/objects nested deeper than ``limit`` (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                raise SerializationError(
+                    f"value is nested deeper than {limit} levels (MAX_JSON_DEPTH)"
+                )
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def check_json(response: Any) -> None:
@@ -167,7 +222,7 @@ def check_json(response: Any) -> None:
 def decode_record(raw: str, key: str) -> dict[str, Any]:
     try:
         record = json.loads(raw)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise SerializationError("corrupt cache record", key=key) from exc
     if not isinstance(record, dict) or "r" not in record:
         raise SerializationError("corrupt cache record", key=key)

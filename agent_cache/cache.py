@@ -12,10 +12,18 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -25,9 +33,10 @@ import numpy as np
 from agent_cache import _request as rq
 from agent_cache import semantic
 from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._lease import Lease, Pause
 from agent_cache.differences import Analysis
 from agent_cache.errorbound import ErrorBound
-from agent_cache.errors import ConfigurationError, SerializationError
+from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.judging import AnswerJudge, Pending
 from agent_cache.keys import Template, digest, templates_from
 from agent_cache.policy import TtlPolicy, is_cacheable
@@ -56,8 +65,13 @@ DEFAULT_THRESHOLD = 0.92
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
+VectorBackend = Literal["sqlite", "memory", "chroma"]
+_VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
+_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
 _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
+_WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
+_PAUSE = Pause()
 T = TypeVar("T")
 
 
@@ -127,10 +141,23 @@ class LayeredCache:
     """The layered result cache. See DESIGN.md for the request flow.
 
     Args:
-        path: directory for the embedded default (SQLite exact layer + Chroma persistent
-            vectors); ``None`` keeps everything in memory.
+        path: directory for the embedded default: one SQLite database
+            (``exact.sqlite3``) holding entries and vectors, shared safely by every
+            process on the machine; ``None`` keeps everything in memory.
         redis_url: exact layer on Redis instead of SQLite/memory.
         chroma_url: vectors on a Chroma server, e.g. ``"http://127.0.0.1:8000"``.
+        vector_backend: ``"sqlite"`` (the default with a ``path``), ``"memory"``, or
+            ``"chroma"`` (embedded Chroma in ``path/vectors``: one process only, Chroma's
+            ``PersistentClient`` is not process-safe); ignored with ``chroma_url``.
+        prefix: the deployment's name on shared servers: Redis keys live under
+            ``"{prefix}:"`` and Chroma vectors in the collection ``prefix``, so two
+            applications with different prefixes never read, clear or clean up each
+            other's entries. Letters, digits, ``.``, ``_`` and ``-`` (3-200 characters).
+        on_corrupt: a corrupt SQLite file (``path``): ``"raise"`` a ``BackendError``
+            naming it at first use (never served as silent misses), or ``"rebuild"``:
+            move it aside with a warning and start empty.
+        backend_timeout: seconds a call to Redis or a Chroma server may take (connecting
+            included) before it fails, and is served as a miss; ``None``: no limit.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -174,6 +201,10 @@ class LayeredCache:
         *,
         redis_url: str | None = None,
         chroma_url: str | None = None,
+        vector_backend: VectorBackend | None = None,
+        prefix: str = "agent_cache",
+        on_corrupt: Literal["raise", "rebuild"] = "raise",
+        backend_timeout: float | None = 2.0,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -218,6 +249,29 @@ class LayeredCache:
         self.path = Path(path) if path is not None else None
         self.redis_url = redis_url
         self.chroma_url = chroma_url
+        if vector_backend is not None and vector_backend not in _VECTOR_BACKENDS:
+            raise ConfigurationError(
+                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
+            )
+        self.vector_backend = vector_backend
+        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+            raise ConfigurationError(
+                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
+                f"with a letter or digit; got {prefix!r}"
+            )
+        self.prefix = prefix
+        if on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
+        if backend_timeout is not None and (
+            isinstance(backend_timeout, bool)
+            or not isinstance(backend_timeout, int | float)
+            or not backend_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"backend_timeout must be > 0 seconds or None, not {backend_timeout!r}"
+            )
+        self.backend_timeout = backend_timeout
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -240,7 +294,7 @@ class LayeredCache:
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._reranker_ready = reranker is None
-        self._init_lock = threading.Lock()
+        self._init_lock = threading.RLock()  # vector_store may build kv_store
         self._rng = random.Random(seed)
         self._stats = StatsRecorder()
         self._flight = SingleFlight(singleflight_timeout)
@@ -260,7 +314,10 @@ class LayeredCache:
         if self._kv is None:
             with self._init_lock:
                 if self._kv is None:
-                    self._kv = self._own(_make_kv(self.path, self.redis_url))
+                    self._kv = self._own(
+                        _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt,
+                                 self.backend_timeout)
+                    )
         return self._kv
 
     @property
@@ -268,7 +325,7 @@ class LayeredCache:
         if self._vectors is None:
             with self._init_lock:
                 if self._vectors is None:
-                    self._vectors = self._own(_make_vectors(self.path, self.chroma_url))
+                    self._vectors = self._own(self._make_vectors())
         return self._vectors
 
     @property
@@ -291,6 +348,49 @@ class LayeredCache:
                     self._reranker = reranker_from(self._reranker_spec)
                     self._reranker_ready = True
         return self._reranker
+
+    def _make_vectors(self) -> VectorStore:
+        kind = self.vector_backend or ("sqlite" if self.path is not None else "memory")
+        if self.chroma_url:
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(
+                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout
+            )
+        if kind == "memory" or self.path is None:
+            from agent_cache.vectors import MemoryVectorStore
+
+            return MemoryVectorStore()
+        if kind == "chroma":
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(path=str(self.path / "vectors"), collection=self.prefix)
+        from agent_cache.stores import SQLiteStore
+        from agent_cache.vectors import SQLiteVectorStore
+
+        kv = self.kv_store
+        if isinstance(kv, SQLiteStore):  # entries and vectors commit together
+            return SQLiteVectorStore(kv)
+        return SQLiteVectorStore(self.path / "vectors.sqlite3")
+
+    def _joint_vectors(self) -> bool:
+        """True when the vector store lives in the KV store's database (one transaction)."""
+        from agent_cache.vectors.sqlite import SQLiteVectorStore
+
+        vs = self.vector_store
+        return isinstance(vs, SQLiteVectorStore) and vs.store is self.kv_store
+
+    def _vector_meta(
+        self, req: rq.Request, keys: rq.Keys, now: float, expires: float | None
+    ) -> dict[str, MetaValue]:
+        sem_expires = self.ttl_policy.semantic_expires_at(now, expires)
+        return {
+            "scope": keys.scope,
+            "namespace": req.namespace,
+            "key": keys.primary,
+            "text": req.prompt[:2000],
+            "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
+        }
 
     def _own(self, backend: T) -> T:
         self._owned.append(backend)
@@ -462,22 +562,19 @@ class LayeredCache:
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
         record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier)
-        yield Op(
-            self.kv_store,
-            "set",
-            (keys.primary, record),
-            {"namespace": req.namespace, "expires_at": expires, "tags": tuple(tags), "now": now},
-        )
-        if self._semantic_on(req):
+        embedded = self._semantic_on(req)
+        joint = embedded and self._joint_vectors()
+        write: dict[str, Any] = {
+            "namespace": req.namespace, "expires_at": expires, "tags": tuple(tags), "now": now
+        }
+        if joint:  # embed first: the entry and its vector are written in one transaction
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-            sem_expires = self.ttl_policy.semantic_expires_at(now, expires)
-            meta = {
-                "scope": keys.scope,
-                "namespace": req.namespace,
-                "key": keys.primary,
-                "text": req.prompt[:2000],
-                "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
-            }
+            write["vector"] = vectors[0]
+            write["vector_meta"] = self._vector_meta(req, keys, now, expires)
+        yield Op(self.kv_store, "set", (keys.primary, record), write)
+        if embedded and not joint:
+            vectors = yield Op(self.embedder, "embed", ([req.prompt],))
+            meta = self._vector_meta(req, keys, now, expires)
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
         yield from self._judge_flow(keys.exact, response)
         return keys.primary
@@ -539,8 +636,8 @@ class LayeredCache:
         return hit
 
     def _failed(self, exc: Exception, what: str) -> None:
-        if isinstance(exc, ConfigurationError):
-            raise exc
+        if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
+            raise exc  # bad input, or a corrupt file: loud, never a silent miss
         self._stats.incr("errors")
         log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
 
@@ -610,11 +707,12 @@ class LayeredCache:
         return self._finish_lookup(outcome, started)
 
     # ------------------------------------------------------------------ store
-    def _begin_store(self, response: Any, tags: Iterable[str]) -> tuple[bool, tuple[str, ...]]:
+    def _begin_store(
+        self, response: Any, tags: Iterable[str], ttl: Any = None
+    ) -> tuple[bool, tuple[str, ...]]:
+        tag_list = rq.check_tags(tags)
+        rq.check_ttl(ttl)
         rq.check_json(response)  # SerializationError before anything is written
-        tag_list = tuple(tags)
-        if any(not isinstance(t, str) or not t for t in tag_list):
-            raise ConfigurationError("tags must be non-empty strings")
         if not is_cacheable(response):
             self._stats.incr("skipped_stores")
             return False, tag_list
@@ -646,7 +744,7 @@ class LayeredCache:
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags)
+        ok, tag_list = self._begin_store(response, tags, ttl)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
@@ -679,7 +777,7 @@ class LayeredCache:
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags)
+        ok, tag_list = self._begin_store(response, tags, ttl)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
@@ -711,25 +809,39 @@ class LayeredCache:
         Example:
             >>> cache.store_many([("What is RAG?", "Retrieval...")])  # doctest: +SKIP
         """
-        tag_list = tuple(tags)
+        tag_list = rq.check_tags(tags)
         pending = [
             (self._prepare(p, llm_string, namespace, None, ""), r)
             for p, r in items
-            if self._begin_store(r, tag_list)[0]
+            if self._begin_store(r, tag_list, ttl)[0]
         ]
         version = self.kv_store.get_counter(rq.version_counter(namespace))
         now = self.clock()
         out: list[str] = []
+        joint = self._joint_vectors()
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
+            semantic = [req for req, _ in chunk if self._semantic_on(req)]
+            embedded: Iterator[Any] = iter(
+                self.embedder.embed([r.prompt for r in semantic]) if semantic else []
+            )
             ids: list[str] = []
-            texts: list[str] = []
+            vecs: list[Any] = []
             metas: list[dict[str, MetaValue]] = []
             for req, response in chunk:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
                 expires = self.ttl_policy.expires_at(now, ttl_s)
                 record = rq.encode_record(req.prompt, response, tokens=None, created=now, tier=tier)
+                write: dict[str, Any] = {}
+                if self._semantic_on(req):
+                    vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
+                    if joint:
+                        write = {"vector": vector, "vector_meta": meta}
+                    else:
+                        ids.append(keys.primary)
+                        vecs.append(vector)
+                        metas.append(meta)
                 self.kv_store.set(
                     keys.primary,
                     record,
@@ -737,23 +849,11 @@ class LayeredCache:
                     expires_at=expires,
                     tags=tag_list,
                     now=now,
+                    **write,
                 )
                 out.append(keys.primary)
-                if self._semantic_on(req):
-                    sem = self.ttl_policy.semantic_expires_at(now, expires)
-                    ids.append(keys.primary)
-                    texts.append(req.prompt)
-                    metas.append(
-                        {
-                            "scope": keys.scope,
-                            "namespace": namespace,
-                            "key": keys.primary,
-                            "text": req.prompt[:2000],
-                            "expires_at": rq.NO_EXPIRY if sem is None else sem,
-                        }
-                    )
             if ids:
-                self.vector_store.add(ids, self.embedder.embed(texts), metas)
+                self.vector_store.add(ids, vecs, metas)
             self._stats.incr("stores", len(chunk))
         return out
 
@@ -779,23 +879,29 @@ class LayeredCache:
     ) -> Any:
         """Return the cached answer, or compute it once for all concurrent callers.
 
-        ``compute()`` runs only on a miss; concurrent identical misses (threads) share one
-        call; a waiter gives up after ``singleflight_timeout`` seconds and computes itself.
-        ``tokens`` may be a function of the computed value (e.g. its usage); ``verbatim``
-        as in :meth:`lookup`.
+        ``compute()`` runs only on a miss; concurrent identical misses share one call:
+        threads and tasks of this process through an in-process flight, other processes
+        through a lease on the shared store (SQLite file, Redis) of
+        ``singleflight_timeout`` seconds, renewed while ``compute`` runs and expiring by
+        itself if its holder dies. The value computed is always returned, even when
+        storing it fails (counted in ``stats().errors``). ``tokens`` may be a function
+        of the computed value (e.g. its usage); ``verbatim`` as in
+        :meth:`lookup`.
+
+        Raises:
+            ConfigurationError: bad prompt, ``ttl`` or ``tags``, before ``compute`` runs.
 
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)  # before the model is paid
         hit = self.lookup(
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
         if hit is not None:
             return hit.response
-        tag_list = tuple(tags)
-
         flight_key = self._flight_key(req)
 
         def compute_and_store() -> Any:
@@ -804,29 +910,26 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                self.store(prompt, value, llm_string, namespace, context=context,
-                           template_version=template_version, ttl=ttl, tags=tag_list, tokens=n,
-                           verbatim=verbatim)
+                try:
+                    self.store(prompt, value, llm_string, namespace, context=context,
+                               template_version=template_version, ttl=ttl, tags=tag_list,
+                               tokens=n, verbatim=verbatim)
+                except AgentCacheError as exc:  # the paid answer is returned all the same
+                    self._store_failed(exc)
             return value
 
         def run() -> Any:
-            lock = self._cross_process_lock(flight_key)
-            if lock is None:
-                return compute_and_store()
-            name, token = lock
-            if token is None:  # another process computes: wait for its write, then degrade
-                deadline = time.monotonic() + self._flight.timeout
-                while time.monotonic() < deadline:
-                    time.sleep(_LOCK_POLL_S)
-                    hit = self._peek(req)
-                    if hit is not None:
-                        self._stats.incr("coalesced")
-                        return hit.response
-                return compute_and_store()
+            lease = self._lease(flight_key)
+            hit, held = run_sync(self._contend_flow(req, lease))
+            if hit is not None:
+                lease.release()
+                self._stats.incr("coalesced")
+                return hit.response
             try:
-                return compute_and_store()
+                with lease.renewing():
+                    return compute_and_store()
             finally:
-                self._unlock(name, token)
+                lease.release()
 
         value, ran = self._flight.do(flight_key, run)
         if not ran:
@@ -850,14 +953,13 @@ class LayeredCache:
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)
         hit = await self.alookup(
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
         if hit is not None:
             return hit.response
-        tag_list = tuple(tags)
-
         flight_key = self._flight_key(req)
 
         async def compute_and_store() -> Any:
@@ -866,58 +968,67 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                await self.astore(prompt, value, llm_string, namespace, context=context,
-                                  template_version=template_version, ttl=ttl, tags=tag_list,
-                                  tokens=n, verbatim=verbatim)
+                try:
+                    await self.astore(prompt, value, llm_string, namespace, context=context,
+                                      template_version=template_version, ttl=ttl,
+                                      tags=tag_list, tokens=n, verbatim=verbatim)
+                except AgentCacheError as exc:
+                    self._store_failed(exc)
             return value
 
         async def run() -> Any:
-            lock = await asyncio.to_thread(self._cross_process_lock, flight_key)
-            if lock is None:
-                return await compute_and_store()
-            name, token = lock
-            if token is None:
-                deadline = time.monotonic() + self._flight.timeout
-                while time.monotonic() < deadline:
-                    await asyncio.sleep(_LOCK_POLL_S)
-                    hit = await asyncio.to_thread(self._peek, req)
-                    if hit is not None:
-                        self._stats.incr("coalesced")
-                        return hit.response
-                return await compute_and_store()
+            lease = self._lease(flight_key)
+            hit, held = await run_async(self._contend_flow(req, lease))
+            if hit is not None:
+                await asyncio.to_thread(lease.release)
+                self._stats.incr("coalesced")
+                return hit.response
             try:
-                return await compute_and_store()
+                with lease.renewing():
+                    return await compute_and_store()
             finally:
-                await asyncio.to_thread(self._unlock, name, token)
+                await asyncio.to_thread(lease.release)
 
         value, ran = await self._flight.ado(flight_key, run)
         if not ran:
             self._stats.incr("coalesced")
         return value
 
-    def _cross_process_lock(self, flight_key: str) -> tuple[str, str | None] | None:
+    def _lease(self, flight_key: str) -> Lease:
+        return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,
+                     on_error=self._failed)
+
+    def _contend_flow(self, req: rq.Request, lease: Lease) -> Flow[tuple[CacheHit | None, bool]]:
         """Single-flight across processes on a shared store (SQLite file, Redis).
 
-        ``None``: the store has no locks (memory), or it failed (degrade to computing).
-        ``(name, token)``: we hold the lock; ``(name, None)``: another process holds it.
+        Returns ``(hit, held)``: the answer another process stored while we waited, or
+        ``(None, True)`` when we hold the lease and must compute, or ``(None, False)``
+        when there is no lock to take (memory store, store down: compute, degraded).
+        The holder re-checks the cache after taking the lease (the previous holder may
+        just have stored the answer). A waiter polls for the answer and contends for the
+        lease again whenever it is free (the holder finished without storing, or crashed
+        and its lease expired); only after ``_WAIT_LEASES`` lease periods does it give up
+        and compute without the lock.
         """
-        try_lock = getattr(self.kv_store, "try_lock", None)
-        if try_lock is None:
-            return None
-        name = f"flight:{flight_key}"
-        token = uuid.uuid4().hex
-        try:
-            held = try_lock(name, token, self._flight.timeout)
-        except Exception as exc:
-            self._failed(exc, "lock")
-            return None
-        return name, token if held else None
+        held = yield Op(lease, "acquire")
+        deadline = time.monotonic() + _WAIT_LEASES * self._flight.timeout
+        while held is False:
+            yield Op(_PAUSE, "sleep", (_LOCK_POLL_S,))
+            hit = yield Op(self, "_peek", (req,))
+            if hit is not None:
+                return hit, False
+            if time.monotonic() >= deadline:
+                self._stats.incr("lock_timeouts")
+                return None, False
+            held = yield Op(lease, "acquire")
+        if not held:
+            return None, False
+        hit = yield Op(self, "_peek", (req,))
+        return hit, True
 
-    def _unlock(self, name: str, token: str) -> None:
-        try:
-            self.kv_store.unlock(name, token)  # type: ignore[attr-defined]
-        except Exception as exc:
-            self._failed(exc, "unlock")
+    def _store_failed(self, exc: AgentCacheError) -> None:
+        self._stats.incr("errors")
+        log.warning("agent-cache could not store a computed answer (returned anyway): %s", exc)
 
     def _peek(self, req: rq.Request) -> CacheHit | None:
         """The exact/template record another process may just have written (no stats)."""
@@ -934,11 +1045,14 @@ class LayeredCache:
         return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)
 
     # ------------------------------------------------------------------ invalidation
-    def _invalidate_flow(self, tags: Sequence[str], batch_size: int, pause: float) -> Flow[int]:
+    def _invalidate_flow(
+        self, tags: Sequence[str], namespace: str | None, batch_size: int, pause: float
+    ) -> Flow[int]:
         removed = 0
+        scoped = {"namespace": namespace} if namespace is not None else {}
         for tag in tags:
             while True:
-                keys = yield Op(self.kv_store, "keys_for_tag", (tag, batch_size))
+                keys = yield Op(self.kv_store, "keys_for_tag", (tag, batch_size), scoped)
                 if not keys:
                     break
                 yield Op(self.vector_store, "delete", (keys,))
@@ -947,23 +1061,59 @@ class LayeredCache:
                     yield Op(self, "sleep", (pause,))
         return removed
 
-    def invalidate(self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0) -> int:
-        """Delete every entry carrying any of ``tags``, in batches of ``batch_size`` with
-        ``pause`` seconds between batches (so a big purge does not stall the store).
-        Returns the number of entries removed.
+    def invalidate(
+        self,
+        tags: Iterable[str],
+        namespace: str = "default",
+        *,
+        batch_size: int = 500,
+        pause: float = 0.0,
+    ) -> int:
+        """Delete the entries of ``namespace`` carrying any of ``tags``, in batches of
+        ``batch_size`` with ``pause`` seconds between batches (so a big purge does not
+        stall the store). Returns the number of entries removed.
+
+        A namespace is a wall: no other namespace's entries are read or deleted. To purge
+        a tag everywhere, call :meth:`invalidate_all_namespaces`.
 
         Example:
-            >>> cache.invalidate(tags=["doc:42"])  # doctest: +SKIP
+            >>> cache.invalidate(tags=["doc:42"], namespace="faq")  # doctest: +SKIP
         """
         tag_list = _check_tags(tags, batch_size)
-        return run_sync(self._invalidate_flow(tag_list, batch_size, pause))
+        ns = _check_namespace(namespace)
+        return run_sync(self._invalidate_flow(tag_list, ns, batch_size, pause))
 
     async def ainvalidate(
-        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+        self,
+        tags: Iterable[str],
+        namespace: str = "default",
+        *,
+        batch_size: int = 500,
+        pause: float = 0.0,
     ) -> int:
         """Async twin of :meth:`invalidate`."""
         tag_list = _check_tags(tags, batch_size)
-        return await run_async(self._invalidate_flow(tag_list, batch_size, pause))
+        ns = _check_namespace(namespace)
+        return await run_async(self._invalidate_flow(tag_list, ns, batch_size, pause))
+
+    def invalidate_all_namespaces(
+        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+    ) -> int:
+        """Delete the entries carrying any of ``tags`` in **every** namespace of this
+        deployment (a global purge, e.g. a document deleted for every tenant).
+
+        Example:
+            >>> cache.invalidate_all_namespaces(tags=["doc:42"])  # doctest: +SKIP
+        """
+        tag_list = _check_tags(tags, batch_size)
+        return run_sync(self._invalidate_flow(tag_list, None, batch_size, pause))
+
+    async def ainvalidate_all_namespaces(
+        self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
+    ) -> int:
+        """Async twin of :meth:`invalidate_all_namespaces`."""
+        tag_list = _check_tags(tags, batch_size)
+        return await run_async(self._invalidate_flow(tag_list, None, batch_size, pause))
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
@@ -1121,6 +1271,17 @@ def _check_tags(tags: Iterable[str], batch_size: int) -> list[str]:
     return tag_list
 
 
+def _check_namespace(namespace: Any) -> str:
+    if namespace is None:
+        raise ConfigurationError(
+            "invalidate() works inside one namespace; for a purge of every namespace "
+            "call invalidate_all_namespaces()"
+        )
+    if not isinstance(namespace, str) or not namespace:
+        raise ConfigurationError("namespace must be a non-empty str")
+    return namespace
+
+
 def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -1131,29 +1292,22 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _make_kv(path: Path | None, redis_url: str | None) -> KVStore:
+def _make_kv(
+    path: Path | None,
+    redis_url: str | None,
+    prefix: str,
+    on_corrupt: Literal["raise", "rebuild"],
+    timeout: float | None,
+) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
-        return RedisStore(redis_url)
+        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout)
     if path is not None:
         from agent_cache.stores import SQLiteStore
 
-        return SQLiteStore(path / "exact.sqlite3")
+        return SQLiteStore(path / "exact.sqlite3", on_corrupt=on_corrupt)
     from agent_cache.stores import MemoryStore
 
     return MemoryStore()
 
-
-def _make_vectors(path: Path | None, chroma_url: str | None) -> VectorStore:
-    if chroma_url:
-        from agent_cache.vectors import ChromaVectorStore
-
-        return ChromaVectorStore(url=chroma_url)
-    if path is not None:
-        from agent_cache.vectors import ChromaVectorStore
-
-        return ChromaVectorStore(path=str(path / "vectors"))
-    from agent_cache.vectors import MemoryVectorStore
-
-    return MemoryVectorStore()

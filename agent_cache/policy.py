@@ -92,8 +92,8 @@ class TtlPolicy:
     def ttl_for(self, normalized_prompt: str, explicit: float | None) -> tuple[float | None, str]:
         """The TTL (before jitter) and the name of the tier that chose it."""
         if explicit is not None:
-            if explicit <= 0:
-                raise ConfigurationError("ttl must be positive (or None for the policy's)")
+            if explicit < 0:
+                raise ConfigurationError("ttl must be >= 0 (or None for the policy's)")
             return explicit, "explicit"
         for tier in self.tiers:
             if tier.matches(normalized_prompt):

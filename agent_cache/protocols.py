@@ -53,8 +53,12 @@ class KVStore(Protocol):
         """Delete records and their tag-index rows; return how many records existed."""
         ...
 
-    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
-        """Up to ``limit`` keys carrying ``tag`` (the reverse index)."""
+    def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag`` (the reverse index).
+
+        With ``namespace``, only keys of that namespace: a namespace is a wall, and
+        :meth:`LayeredCache.invalidate` never reaches across it.
+        """
         ...
 
     def clear(self, namespace: str | None = None) -> int: ...

@@ -445,7 +445,7 @@ def _bench_semantic(
     threads_now = _torch_threads_now()
     is_torch_model = type(embedder).__name__ == "SentenceTransformerEmbedder"
     mem_cache = LayeredCache(path=None, embedder=embedder)
-    ch_cache = LayeredCache(path=tmp / "semantic", embedder=embedder)
+    ch_cache = LayeredCache(path=tmp / "semantic", embedder=embedder, vector_backend="chroma")
     scope = _scope_of(mem_cache)
     if _scope_of(ch_cache) != scope:
         raise RuntimeError("bench set-up: the two caches disagree on the scope")
@@ -500,11 +500,14 @@ def _bench_semantic(
             "mem": "search `MemoryVectorStore`",
             "ch": "search `ChromaVectorStore`",
             "e2e_mem": "e2e miss `LayeredCache(path=None)`",
-            "e2e_ch": "e2e miss `LayeredCache(path=dir)`",
+            "e2e_ch": "e2e miss `LayeredCache(path=dir, vector_backend=\"chroma\")`",
             "ch_nofilter": "Chroma query without `where` (diagnostic)",
             "embed_1t": "embed 1 query, torch 1 thread (diagnostic)",
             "e2e_mem_1t": "e2e miss `LayeredCache(path=None)`, torch 1 thread (diagnostic)",
-            "e2e_ch_1t": "e2e miss `LayeredCache(path=dir)`, torch 1 thread (diagnostic)",
+            "e2e_ch_1t": (
+                "e2e miss `LayeredCache(path=dir, vector_backend=\"chroma\")`, "
+                "torch 1 thread (diagnostic)"
+            ),
         }
         contenders: list[Contender] = [
             (names["embed"], lambda: embedder.embed([next(queries)])),
@@ -710,7 +713,8 @@ def _render_semantic(sem: dict[str, Any] | None) -> list[str]:
         f"Embedder: `{sem['embedder']}` ({sem['dim']}-d, loaded in {sem['model_load_s']:.1f} s), "
         "one short question per call, every question distinct (no memo hit). Vector stores: "
         "the caches' own `MemoryVectorStore` (`path=None`) and `ChromaVectorStore` "
-        "(`path=dir`, embedded persistent Chroma), filled with random L2-normalized vectors in "
+        "(`path=dir, vector_backend=\"chroma\"`, embedded persistent Chroma), filled with "
+        "random L2-normalized vectors in "
         "the cache's own scope (`add` in batches of 5,000), so every search scans the whole "
         "scope. The end-to-end row is `LayeredCache.lookup` of a real, distinct question: exact "
         "miss, embedding, k-NN (k = 5) and the threshold check; the random vectors score far "

@@ -48,8 +48,9 @@ class MemoryStore:
         self._max_entries = max_entries
         self._lock = threading.RLock()
         self._records: OrderedDict[str, _Record] = OrderedDict()
-        # tag -> keys carrying it; a dict keeps insertion order for stable batches
-        self._tags: dict[str, dict[str, None]] = {}
+        # (namespace, tag) -> keys carrying it; a dict keeps insertion order for stable
+        # batches, and the namespace in the index keeps tenants apart
+        self._tags: dict[tuple[str, str], dict[str, None]] = {}
         self._counters: dict[str, int] = {}
 
     @property
@@ -96,7 +97,7 @@ class MemoryStore:
             unique_tags = tuple(dict.fromkeys(tags))
             self._records[key] = _Record(value, namespace, expires_at, unique_tags)
             for tag in unique_tags:
-                self._tags.setdefault(tag, {})[key] = None
+                self._tags.setdefault((namespace, tag), {})[key] = None
             while len(self._records) > self._max_entries:
                 oldest = next(iter(self._records))
                 self._remove_locked(oldest)
@@ -106,17 +107,21 @@ class MemoryStore:
         with self._lock:
             return sum(self._remove_locked(key) for key in dict.fromkeys(keys))
 
-    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
-        """Up to ``limit`` keys carrying ``tag``."""
+    def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag`` (in ``namespace``, or in any namespace)."""
         if limit <= 0:
             return []
         with self._lock:
-            keys = self._tags.get(tag, {})
+            if namespace is not None:
+                indexes = [self._tags.get((namespace, tag), {})]
+            else:
+                indexes = [keys for (_, t), keys in self._tags.items() if t == tag]
             out: list[str] = []
-            for key in keys:
-                if len(out) >= limit:
-                    break
-                out.append(key)
+            for keys in indexes:
+                for key in keys:
+                    if len(out) >= limit:
+                        return out
+                    out.append(key)
             return out
 
     def clear(self, namespace: str | None = None) -> int:
@@ -195,9 +200,9 @@ class MemoryStore:
         if record is None:
             return False
         for tag in record.tags:
-            keys = self._tags.get(tag)
+            keys = self._tags.get((record.namespace, tag))
             if keys is not None:
                 keys.pop(key, None)
                 if not keys:
-                    del self._tags[tag]
+                    del self._tags[(record.namespace, tag)]
         return True

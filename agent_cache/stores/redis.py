@@ -2,12 +2,21 @@
 
 Layout, under ``prefix`` (``"agent_cache:"`` by default)::
 
-    {prefix}e:{key}        hash  v = value (JSON text), n = namespace, x = expires_at
-    {prefix}kt:{key}       set   the key's tags (so delete can remove the tag rows)
-    {prefix}t:{tag}        set   keys carrying the tag (the reverse index)
-    {prefix}ns:{namespace} set   keys of the namespace (for clear / count)
-    {prefix}namespaces     set   namespaces ever written (for count())
-    {prefix}c:{name}       int   counters (INCR)
+    {prefix}e:{key}              hash  v = value (JSON text), n = namespace, x = expires_at
+    {prefix}kt:{key}             set   the key's tags (so delete can remove the tag rows)
+    {prefix}t:{len}:{ns}:{tag}   set   keys of namespace ``ns`` carrying the tag (reverse
+                                       index; ``len`` = len(ns) keeps the name unambiguous)
+    {prefix}nt:{namespace}       set   tags ever used in the namespace (for clear)
+    {prefix}ns:{namespace}       set   keys of the namespace (for clear / count)
+    {prefix}namespaces           set   namespaces ever written (for count() and clear())
+    {prefix}c:{name}             int   counters (INCR)
+    {prefix}l:{name}             str   single-flight locks (native TTL)
+
+Tenant walls: every operation reaches its keys through these indexes, never through a
+``SCAN`` of the prefix, so :meth:`RedisStore.clear` cannot touch another application's
+keys, even one whose prefix starts with this one's (``agent_cache:`` and
+``agent_cache:tenantB:``). The tag index is per namespace, so invalidating a tag in one
+namespace never reads or deletes another's entries.
 
 Records and their ``kt`` sets carry a native TTL (``PX``) computed from
 ``expires_at - now``; ``expires_at`` is also stored and compared with the caller's
@@ -39,10 +48,6 @@ def _text(value: object) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
-
-
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), _CHUNK):
         yield items[start : start + _CHUNK]
@@ -62,6 +67,9 @@ class RedisStore:
             ``redis://localhost:6379/0``.
         client: an existing ``redis.Redis`` client to use (the caller closes it).
         prefix: prepended to every Redis key this store writes (must not be empty).
+        timeout: seconds a connection attempt or a command may take (a stalled server is
+            a ``BackendError``, served as a miss); ``None``: redis-py's default. Not
+            applied to a client passed in.
 
     Example:
         >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -76,6 +84,7 @@ class RedisStore:
         *,
         client: Any | None = None,
         prefix: str = "agent_cache:",
+        timeout: float | None = 2.0,
     ) -> None:
         try:
             import redis
@@ -89,6 +98,9 @@ class RedisStore:
         self._client: Any | None = client
         self._owns_client = client is None
         self._prefix = prefix
+        if timeout is not None and not timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+        self._timeout = timeout
 
     @property
     def prefix(self) -> str:
@@ -151,9 +163,10 @@ class RedisStore:
             old_ns = None if old_ns_raw is None else _text(old_ns_raw)
 
             pipe = client.pipeline(transaction=True)
-            for tag in old_tags.difference(new_tags):
-                pipe.srem(self._t(tag), key)
-            if old_ns is not None and old_ns != namespace:
+            moved = old_ns is not None and old_ns != namespace
+            for tag in old_tags if moved else old_tags.difference(new_tags):
+                pipe.srem(self._t(old_ns if old_ns is not None else namespace, tag), key)
+            if old_ns is not None and moved:
                 pipe.srem(self._ns(namespace=old_ns), key)
             pipe.delete(self._e(key), self._kt(key))
             fields = {"v": value, "n": namespace}
@@ -167,7 +180,8 @@ class RedisStore:
                 if ttl_ms is not None:
                     pipe.pexpire(self._kt(key), ttl_ms)
                 for tag in new_tags:
-                    pipe.sadd(self._t(tag), key)
+                    pipe.sadd(self._t(namespace, tag), key)
+                pipe.sadd(self._nt(namespace), *new_tags)
             pipe.sadd(self._ns(namespace), key)
             pipe.sadd(self._prefix + "namespaces", namespace)
             pipe.execute()
@@ -181,24 +195,38 @@ class RedisStore:
                 removed += self._delete_chunk(chunk)
         return removed
 
-    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
-        """Up to ``limit`` keys that carry ``tag``; stale index rows are pruned on the way."""
+    def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """Up to ``limit`` keys that carry ``tag`` (in ``namespace``, or in any namespace).
+
+        Stale index rows are pruned on the way.
+        """
         if limit <= 0:
             return []
+        with self._errors("keys_for_tag"):
+            if namespace is not None:
+                return self._tagged_in(namespace, tag, limit)
+            names = sorted(_text(n) for n in self._redis().smembers(self._prefix + "namespaces"))
+            out: list[str] = []
+            for name in names:
+                out.extend(self._tagged_in(name, tag, limit - len(out)))
+                if len(out) >= limit:
+                    break
+            return out
+
+    def _tagged_in(self, namespace: str, tag: str, limit: int) -> list[str]:
         out: dict[str, None] = {}  # SSCAN may repeat a member
         step = min(limit, _CHUNK)
-        with self._errors("keys_for_tag"):
-            batch: list[str] = []
-            for raw in self._redis().sscan_iter(self._t(tag), count=step):
-                batch.append(_text(raw))
-                if len(batch) >= step:
-                    out.update(dict.fromkeys(self._verify_tagged(tag, batch)))
-                    batch = []
-                    if len(out) >= limit:
-                        break
-            else:
-                if batch:
-                    out.update(dict.fromkeys(self._verify_tagged(tag, batch)))
+        batch: list[str] = []
+        for raw in self._redis().sscan_iter(self._t(namespace, tag), count=step):
+            batch.append(_text(raw))
+            if len(batch) >= step:
+                out.update(dict.fromkeys(self._verify_tagged(namespace, tag, batch)))
+                batch = []
+                if len(out) >= limit:
+                    break
+        else:
+            if batch:
+                out.update(dict.fromkeys(self._verify_tagged(namespace, tag, batch)))
         return list(out)[:limit]
 
     def clear(self, namespace: str | None = None) -> int:
@@ -207,26 +235,38 @@ class RedisStore:
         Counters are kept.
         """
         with self._errors("clear"):
-            if namespace is None:
-                return self._clear_all()
+            if namespace is not None:
+                return self._clear_namespace(namespace)
             client = self._redis()
-            members = [_text(m) for m in client.sscan_iter(self._ns(namespace), count=_CHUNK)]
-            removed = 0
-            for chunk in _chunks(list(dict.fromkeys(members))):
-                pipe = client.pipeline(transaction=False)
-                for key in chunk:
-                    pipe.hget(self._e(key), "n")
-                owners = pipe.execute()
-                mine = [
-                    k
-                    for k, n in zip(chunk, owners, strict=True)
-                    if n is not None and _text(n) == namespace
-                ]
-                stale = set(chunk).difference(mine)  # expired, or moved to another namespace
-                removed += self._delete_chunk(mine)
-                if stale:
-                    client.srem(self._ns(namespace), *stale)
+            names = [_text(n) for n in client.smembers(self._prefix + "namespaces")]
+            removed = sum(self._clear_namespace(name) for name in names)
+            if names:
+                client.srem(self._prefix + "namespaces", *names)
             return removed
+
+    def _clear_namespace(self, namespace: str) -> int:
+        client = self._redis()
+        members = [_text(m) for m in client.sscan_iter(self._ns(namespace), count=_CHUNK)]
+        removed = 0
+        for chunk in _chunks(list(dict.fromkeys(members))):
+            pipe = client.pipeline(transaction=False)
+            for key in chunk:
+                pipe.hget(self._e(key), "n")
+            owners = pipe.execute()
+            mine = [
+                k
+                for k, n in zip(chunk, owners, strict=True)
+                if n is not None and _text(n) == namespace
+            ]
+            stale = set(chunk).difference(mine)  # expired, or moved to another namespace
+            removed += self._delete_chunk(mine)
+            if stale:
+                client.srem(self._ns(namespace), *stale)
+        tags = [_text(t) for t in client.smembers(self._nt(namespace))]
+        for chunk in _chunks(tags):  # the namespace's tag index, stale rows included
+            client.delete(*(self._t(namespace, t) for t in chunk))
+        client.delete(self._nt(namespace))
+        return removed
 
     def count(self, namespace: str | None = None) -> int:
         """About how many records are stored (of ``namespace`` if given).
@@ -263,6 +303,19 @@ class RedisStore:
         "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
         "else return 0 end"
     )
+
+    _RENEW = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then "
+        "return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    )
+
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Extend the lock to ``ttl`` seconds if ``token`` still holds it (Lua)."""
+        with self._errors("renew_lock"):
+            done = self._redis().eval(
+                self._RENEW, 1, f"{self._prefix}l:{name}", token, max(1, int(ttl * 1000))
+            )
+        return bool(done)
 
     def try_lock(self, name: str, token: str, ttl: float) -> bool:
         """``SET lock NX PX``: take the named lock unless another holder has it."""
@@ -309,8 +362,11 @@ class RedisStore:
     def _kt(self, key: str) -> str:
         return f"{self._prefix}kt:{key}"
 
-    def _t(self, tag: str) -> str:
-        return f"{self._prefix}t:{tag}"
+    def _t(self, namespace: str, tag: str) -> str:
+        return f"{self._prefix}t:{len(namespace)}:{namespace}:{tag}"
+
+    def _nt(self, namespace: str) -> str:
+        return f"{self._prefix}nt:{namespace}"
 
     def _ns(self, namespace: str) -> str:
         return f"{self._prefix}ns:{namespace}"
@@ -320,7 +376,13 @@ class RedisStore:
 
     def _redis(self) -> Any:
         if self._client is None:
-            self._client = self._redis_module.Redis.from_url(self._url, decode_responses=True)
+            limits: dict[str, float] = {}
+            if self._timeout is not None:
+                limits = {"socket_timeout": self._timeout,
+                          "socket_connect_timeout": self._timeout}
+            self._client = self._redis_module.Redis.from_url(
+                self._url, decode_responses=True, **limits
+            )
         return self._client
 
     @contextmanager
@@ -354,13 +416,15 @@ class RedisStore:
         pipe.delete(*(self._e(k) for k in keys))
         pipe.delete(*(self._kt(k) for k in keys))
         for i, key in enumerate(keys):
+            owner = found[2 * i + 1]
+            if owner is None:
+                continue
             for tag in found[2 * i]:
-                pipe.srem(self._t(_text(tag)), key)
-            if found[2 * i + 1] is not None:
-                pipe.srem(self._ns(_text(found[2 * i + 1])), key)
+                pipe.srem(self._t(_text(owner), _text(tag)), key)
+            pipe.srem(self._ns(_text(owner)), key)
         return int(pipe.execute()[0])
 
-    def _verify_tagged(self, tag: str, candidates: list[str]) -> list[str]:
+    def _verify_tagged(self, namespace: str, tag: str, candidates: list[str]) -> list[str]:
         client = self._redis()
         pipe = client.pipeline(transaction=False)
         for key in candidates:
@@ -368,32 +432,5 @@ class RedisStore:
         flags = pipe.execute()
         stale = [k for k, ok in zip(candidates, flags, strict=True) if not ok]
         if stale:
-            client.srem(self._t(tag), *stale)
+            client.srem(self._t(namespace, tag), *stale)
         return [k for k, ok in zip(candidates, flags, strict=True) if ok]
-
-    def _clear_all(self) -> int:
-        client = self._redis()
-        counters = self._prefix + "c:"
-        entries = self._prefix + "e:"
-        removed = 0
-        batch: list[str] = []
-
-        def flush() -> int:
-            e_keys = [k for k in batch if k.startswith(entries)]
-            others = [k for k in batch if not k.startswith(entries)]
-            removed = int(client.delete(*e_keys)) if e_keys else 0
-            if others:
-                client.delete(*others)
-            return removed
-
-        for raw in client.scan_iter(match=_glob_escape(self._prefix) + "*", count=1000):
-            name = _text(raw)
-            if name.startswith(counters):
-                continue
-            batch.append(name)
-            if len(batch) >= _CHUNK:
-                removed += flush()
-                batch = []
-        if batch:
-            removed += flush()
-        return removed

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Literal
+
+import numpy.typing as npt
 
 from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.stores import _vector_table as vt
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger("agent_cache")
 
 _CHUNK = 500  # bound parameters per IN (...) query; well under every SQLite limit
 _BUSY_TIMEOUT_MS = 5000
 _HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 
-_SCHEMA = (
+_ENTRY_SCHEMA = (
     """CREATE TABLE IF NOT EXISTS entries (
         key TEXT PRIMARY KEY,
         namespace TEXT NOT NULL,
@@ -45,6 +53,7 @@ _SCHEMA = (
         expires_at REAL NOT NULL
     )""",
 )
+_SCHEMA = _ENTRY_SCHEMA + vt.SCHEMA
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -72,9 +81,15 @@ class SQLiteStore:
     and are removed by :meth:`purge_expired` or by the next write to the same key.
     Counters survive :meth:`clear` (namespace versions live there and must only grow).
     Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
+    A file that is not a SQLite database, or a corrupt one, is found when the first
+    connection opens: with ``on_corrupt="raise"`` it is a ``BackendError`` naming the file
+    (with ``fatal = True``: :class:`~agent_cache.LayeredCache` raises it instead of
+    serving misses); with ``on_corrupt="rebuild"`` the file is moved aside
+    (``<name>.corrupt-<time>``) with a warning and an empty database takes its place.
 
     Args:
         path: the database file.
+        on_corrupt: ``"raise"`` (default) or ``"rebuild"``.
 
     Example:
         >>> import tempfile, os
@@ -85,7 +100,12 @@ class SQLiteStore:
         >>> store.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, on_corrupt: Literal["raise", "rebuild"] = "raise"
+    ) -> None:
+        if on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
         text = os.fspath(path)
         if not text or text == ":memory:" or text.startswith("file:"):
             raise ConfigurationError(
@@ -145,16 +165,26 @@ class SQLiteStore:
         expires_at: float | None,
         tags: Sequence[str] = (),
         now: float,
+        vector: npt.ArrayLike | None = None,
+        vector_meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Store ``value`` under ``key``, replacing any earlier record and its tags.
 
         A record already expired at ``now`` is not stored, and any earlier record under
-        ``key`` is deleted, so the key reads as absent afterwards.
+        ``key`` (and its vector) is deleted, so the key reads as absent afterwards.
+        With ``vector`` (and its ``vector_meta``: ``scope``, ``expires_at``, ...), the
+        entry's vector is written in the same transaction, for
+        :class:`~agent_cache.vectors.SQLiteVectorStore`: an entry and its vector are
+        never out of step, whatever other processes do.
         """
+        row = None
+        if vector is not None:
+            row = vt.encode_vector_row(key, vector, vector_meta or {}, namespace=namespace)
         with self._errors("set", key), self._write() as conn:
             conn.execute("DELETE FROM tags WHERE key = ?", (key,))
             if expires_at is not None and expires_at <= now:
                 conn.execute("DELETE FROM entries WHERE key = ?", (key,))
+                vt.delete_vectors(conn, [key])
                 return
             conn.execute(
                 "INSERT INTO entries (key, namespace, value, expires_at, created_at) "
@@ -167,6 +197,8 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO tags (tag, key) VALUES (?, ?)",
                 [(tag, key) for tag in dict.fromkeys(tags)],
             )
+            if row is not None:
+                vt.write_vector_rows(conn, [row])
 
     def delete(self, keys: Sequence[str]) -> int:
         """Delete records and their tag-index rows; return how many records existed."""
@@ -178,21 +210,27 @@ class SQLiteStore:
             for chunk in _chunks(unique):
                 marks = _marks(len(chunk))
                 conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                vt.delete_vectors(conn, chunk)
                 removed += conn.execute(
                     f"DELETE FROM entries WHERE key IN ({marks})", chunk
                 ).rowcount
         return removed
 
-    def keys_for_tag(self, tag: str, limit: int) -> list[str]:
-        """Up to ``limit`` keys carrying ``tag``."""
+    def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
+        """Up to ``limit`` keys carrying ``tag`` (in ``namespace``, or in any namespace)."""
         if limit <= 0:
             return []
         with self._errors("keys_for_tag"):
-            rows = (
-                self._conn()
-                .execute("SELECT key FROM tags WHERE tag = ? LIMIT ?", (tag, limit))
-                .fetchall()
-            )
+            args: tuple[str | int, ...]
+            if namespace is None:
+                sql, args = "SELECT key FROM tags WHERE tag = ? LIMIT ?", (tag, limit)
+            else:
+                sql = (
+                    "SELECT t.key FROM tags t JOIN entries e ON e.key = t.key "
+                    "WHERE t.tag = ? AND e.namespace = ? LIMIT ?"
+                )
+                args = (tag, namespace, limit)
+            rows = self._conn().execute(sql, args).fetchall()
         return [str(row[0]) for row in rows]
 
     def clear(self, namespace: str | None = None) -> int:
@@ -203,7 +241,9 @@ class SQLiteStore:
         with self._errors("clear"), self._write() as conn:
             if namespace is None:
                 conn.execute("DELETE FROM tags")
+                vt.clear_vectors(conn)
                 return int(conn.execute("DELETE FROM entries").rowcount)
+            vt.delete_vectors_where(conn, "namespace = ?", (namespace,))
             conn.execute(
                 "DELETE FROM tags WHERE key IN (SELECT key FROM entries WHERE namespace = ?)",
                 (namespace,),
@@ -231,6 +271,12 @@ class SQLiteStore:
     def purge_expired(self, now: float) -> int:
         """Delete every record expired at ``now`` and its tag rows; return how many."""
         with self._errors("purge_expired"), self._write() as conn:
+            vt.delete_vectors_where(
+                conn,
+                "expires_at <= ? OR key IN "
+                "(SELECT key FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?)",
+                (now, now),
+            )
             conn.execute(
                 "DELETE FROM tags WHERE key IN "
                 "(SELECT key FROM entries WHERE expires_at IS NOT NULL AND expires_at <= ?)",
@@ -287,10 +333,42 @@ class SQLiteStore:
             )
             return cur.rowcount == 1
 
+    def renew_lock(self, name: str, token: str, ttl: float) -> bool:
+        """Extend the lock to ``ttl`` seconds from now if ``token`` still holds it."""
+        with self._errors("renew_lock"), self._write() as conn:
+            cur = conn.execute(
+                "UPDATE locks SET expires_at = ? WHERE name = ? AND token = ?",
+                (time.time() + ttl, name, token),
+            )
+            return cur.rowcount == 1
+
     def unlock(self, name: str, token: str) -> None:
         """Release the lock if ``token`` still holds it."""
         with self._errors("unlock"), self._write() as conn:
             conn.execute("DELETE FROM locks WHERE name = ? AND token = ?", (name, token))
+
+    # -- transactions (for stores that share this database) ---------------------------
+
+    @contextmanager
+    def transaction(self, op: str = "write") -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` write transaction on this thread's connection.
+
+        For backends that keep their tables in this database
+        (:class:`~agent_cache.vectors.SQLiteVectorStore`); errors become ``BackendError``.
+        """
+        with self._errors(op), self._write() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self, op: str = "read") -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same committed state."""
+        with self._errors(op):
+            conn = self._conn()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -351,6 +429,36 @@ class SQLiteStore:
         pid = os.getpid()
         if local.conn is not None and local.generation == self._generation and local.pid == pid:
             return local.conn
+        try:
+            return self._open(local, pid)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable dir, ...
+                raise
+            if self.on_corrupt == "raise":
+                error = BackendError(
+                    f"the SQLite file {str(self._path)!r} is corrupt or not a SQLite database "
+                    f"({exc}); move it aside, or pass on_corrupt='rebuild'",
+                    layer="exact",
+                )
+                error.fatal = True  # type: ignore[attr-defined]
+                raise error from exc
+            self._move_aside(exc)
+            return self._open(local, pid)
+
+    def _move_aside(self, cause: Exception) -> None:
+        aside = self._path.with_name(f"{self._path.name}.corrupt-{int(time.time())}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{self._path}{suffix}")
+            if part.exists():
+                os.replace(part, Path(f"{aside}{suffix}"))
+        message = (
+            f"agent-cache: the SQLite file {str(self._path)!r} was corrupt ({cause}); "
+            f"moved to {str(aside)!r}, starting empty"
+        )
+        log.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def _open(self, local: _Local, pid: int) -> sqlite3.Connection:
         # A connection inherited across fork() must not be used (nor closed) here.
         self._path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(

@@ -83,6 +83,33 @@ def _http_sessions(client: Any) -> list[Any]:
     return sessions
 
 
+def _bounded(make: Any, timeout: float | None, what: str) -> Any:
+    """Run ``make()`` (which may do network I/O with no timeout) for at most ``timeout`` s."""
+    if timeout is None:
+        return make()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = make()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="agent-cache-chroma-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"{what} took longer than {timeout} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _collection_missing(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}".lower()
+    return "notfound" in text or "does not exist" in text
+
+
 def _live(meta: Mapping[str, Any] | None, scope: str, now: float) -> bool:
     if not meta or meta.get("scope") != scope:
         return False
@@ -107,6 +134,12 @@ class ChromaVectorStore:
         collection: Collection name.
         overfetch: Unfiltered candidates per requested result tried before the
             ``where``-filtered search (see :meth:`query`); ``0`` always filters in Chroma.
+        timeout: seconds a call to a Chroma server may take (connecting included), so a
+            stalled server is a ``BackendError`` (a miss), never a hang; chromadb's own
+            client waits forever. ``None``: no limit.
+
+    A collection that disappeared (the server restarted on an empty folder, someone
+    deleted it) is re-created on the next call, once per failing call.
 
     Example:
         >>> store = ChromaVectorStore(path=".agent_cache/chroma")   # nothing opened yet
@@ -122,6 +155,7 @@ class ChromaVectorStore:
         client: Any = None,
         collection: str = "agent_cache",
         overfetch: int = 20,
+        timeout: float | None = 2.0,
     ) -> None:
         if sum(x is not None for x in (path, url, client)) > 1:
             raise ConfigurationError("pass at most one of path, url and client")
@@ -140,6 +174,9 @@ class ChromaVectorStore:
         self.url = url
         self.collection_name = collection
         self.overfetch = overfetch
+        if timeout is not None and not timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+        self.timeout = timeout
         self._client: Any = client
         self._owns_client = client is None
         self._collection: Any = None
@@ -155,7 +192,19 @@ class ChromaVectorStore:
             parts = urlsplit(self.url)
             ssl = parts.scheme == "https"
             port = parts.port or (443 if ssl else 8000)
-            return chromadb.HttpClient(host=parts.hostname, port=port, ssl=ssl, settings=settings)
+            client = _bounded(
+                lambda: chromadb.HttpClient(
+                    host=parts.hostname, port=port, ssl=ssl, settings=settings
+                ),
+                self.timeout,
+                f"connecting to the Chroma server {self.url}",
+            )
+            if self.timeout is not None:
+                import httpx
+
+                for session in _http_sessions(client):
+                    session.timeout = httpx.Timeout(self.timeout)
+            return client
         if self.path is not None:
             return chromadb.PersistentClient(path=self.path, settings=settings)
         return chromadb.EphemeralClient(settings=settings)
@@ -191,6 +240,24 @@ class ChromaVectorStore:
             f"Chroma {action} failed: {exc}", layer="semantic", endpoint=self.url or self.path
         )
 
+    def _run(self, action: str, fn: Any) -> Any:
+        """``fn(collection)``; a collection that disappeared is re-created once."""
+        collection = self._coll()
+        try:
+            return fn(collection)
+        except Exception as exc:
+            if not _collection_missing(exc):
+                raise self._fail(action, exc) from exc
+        with self._lock:
+            if self._collection is collection:
+                self._collection = None  # re-created by _coll()
+        try:
+            return fn(self._coll())
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise self._fail(action, exc) from exc
+
     def _batch_size(self) -> int:
         try:
             return max(1, int(self._client.get_max_batch_size()))
@@ -224,9 +291,10 @@ class ChromaVectorStore:
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, matrix, metas = [ids[i] for i in keep], matrix[keep], [metas[i] for i in keep]
-        collection = self._coll()
+        self._coll()
         step = self._batch_size()
-        try:
+
+        def upsert(collection: Any) -> None:
             for start in range(0, len(ids), step):
                 end = start + step
                 collection.upsert(
@@ -234,8 +302,8 @@ class ChromaVectorStore:
                     embeddings=matrix[start:end],
                     metadatas=metas[start:end],
                 )
-        except Exception as exc:
-            raise self._fail("upsert", exc) from exc
+
+        self._run("upsert", upsert)
 
     def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
         """The ``k`` most similar unexpired vectors of ``scope``, best first.
@@ -252,9 +320,9 @@ class ChromaVectorStore:
         if k <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-        collection = self._coll()
         now = float(now)
-        try:
+
+        def search(collection: Any) -> list[VectorMatch]:
             if self.overfetch > 0:
                 fetch = min(max(k * self.overfetch, 100), 1000)
                 rows = self._rows(
@@ -275,9 +343,10 @@ class ChromaVectorStore:
                     include=["metadatas", "distances"],
                 )
             )
-        except Exception as exc:
-            raise self._fail("query", exc) from exc
-        return self._matches(rows)
+            return self._matches(rows)
+
+        result: list[VectorMatch] = self._run("query", search)
+        return result
 
     @staticmethod
     def _rows(result: Mapping[str, Any]) -> list[tuple[str, float, Mapping[str, Any] | None]]:
@@ -302,18 +371,19 @@ class ChromaVectorStore:
         """Remove vectors by id; unknown ids are ignored."""
         if not ids:
             return
-        collection = self._coll()
+        self._coll()
         step = self._batch_size()
-        try:
+
+        def delete(collection: Any) -> None:
             for start in range(0, len(ids), step):
                 collection.delete(ids=list(ids[start : start + step]))
-        except Exception as exc:
-            raise self._fail("delete", exc) from exc
+
+        self._run("delete", delete)
 
     def clear(self, namespace: str | None = None) -> None:
         """Remove everything, or only vectors whose metadata ``namespace`` matches."""
-        collection = self._coll()
-        try:
+
+        def clear(collection: Any) -> None:
             if namespace is not None:
                 collection.delete(where={"namespace": namespace})
                 return
@@ -322,16 +392,12 @@ class ChromaVectorStore:
                 if not page:
                     return
                 collection.delete(ids=list(page))
-        except Exception as exc:
-            raise self._fail("clear", exc) from exc
+
+        self._run("clear", clear)
 
     def count(self) -> int:
         """How many vectors the collection holds (expired ones included until deleted)."""
-        collection = self._coll()
-        try:
-            return int(collection.count())
-        except Exception as exc:
-            raise self._fail("count", exc) from exc
+        return int(self._run("count", lambda collection: collection.count()))
 
     def close(self) -> None:
         """Release a client we created; a client passed in is left open. Idempotent."""

@@ -34,7 +34,9 @@ def test_embedded_default_paraphrase_hit_and_near_miss(tmp_path: Path, minilm: A
         cache.store("What is the status of order 12345?", "shipped")
         assert cache.lookup("What is the status of order 12346?") is None
         assert cache.lookup("How do I cook pasta?") is None
-        assert (tmp_path / "exact.sqlite3").exists() and (tmp_path / "vectors").is_dir()
+        # one SQLite database holds entries and vectors (no embedded Chroma folder)
+        assert (tmp_path / "exact.sqlite3").exists() and not (tmp_path / "vectors").exists()
+        assert cache.vector_store.count() == len(PARAPHRASES) + 1
 
 
 def test_persistence_across_processes_on_one_path(tmp_path: Path) -> None:

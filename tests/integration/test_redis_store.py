@@ -59,7 +59,7 @@ class TestRedisStore(StoreConformance):
         raw.delete(f"{store.prefix}e:k", f"{store.prefix}kt:k")  # what a native expiry does
         assert store.get("k", now=0.0) is None
         assert store.keys_for_tag("t", limit=10) == []  # stale tag row pruned
-        assert raw.scard(f"{store.prefix}t:t") == 0
+        assert raw.scard(f"{store.prefix}t:3:old:t") == 0
         assert store.count("old") == 1  # approximate until the namespace is cleared
         store.set("k", "2", namespace="new", expires_at=None, now=0.0)
         assert store.clear("old") == 0
@@ -78,6 +78,7 @@ class TestRedisStore(StoreConformance):
             assert store.clear() == 1
             assert raw.get("unrelated:key") == "keep"
             assert store.get_counter("c") == 1
+            assert other.get("k", now=0.0) == "other"  # a longer prefix is another app
             leftovers = [k for k in raw.scan_iter(match=f"{store.prefix}*")]
             assert f"{store.prefix}c:c" in leftovers
             assert not [k for k in leftovers if k.startswith(f"{store.prefix}e:")]

@@ -1,0 +1,104 @@
+"""A renewable lease on a shared store: single-flight across processes.
+
+The store (SQLite file, Redis) provides ``try_lock(name, token, ttl)``,
+``unlock(name, token)`` and, for long calls, ``renew_lock(name, token, ttl)``. A lease
+that is not renewed expires after ``ttl`` seconds, so a crashed holder never blocks the
+others for longer than that. A store failure is reported through ``on_error`` and reads
+as "no lease available" (the caller degrades to computing), never as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["Lease", "Pause"]
+
+
+class Pause:
+    """``sleep`` / ``asleep`` for flows (so the async driver never blocks its loop)."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+    @staticmethod
+    async def asleep(seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class Lease:
+    """One caller's claim on the named lock of a shared store.
+
+    Example:
+        >>> from agent_cache.stores import MemoryStore
+        >>> Lease(MemoryStore(), "k", ttl=5.0, on_error=print).acquire() is None  # no locks
+        True
+    """
+
+    def __init__(
+        self, store: Any, name: str, *, ttl: float, on_error: Callable[[Exception, str], None]
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.ttl = ttl
+        self.token = uuid.uuid4().hex
+        self._on_error = on_error
+        self.held = False
+
+    def acquire(self) -> bool | None:
+        """True: we hold it; False: another caller does; None: no lock (unsupported/failed)."""
+        try_lock = getattr(self.store, "try_lock", None)
+        if try_lock is None:
+            return None
+        try:
+            self.held = bool(try_lock(self.name, self.token, self.ttl))
+        except Exception as exc:
+            self._on_error(exc, "lock")
+            return None
+        return self.held
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        try:
+            self.store.unlock(self.name, self.token)
+        except Exception as exc:
+            self._on_error(exc, "unlock")
+
+    def renew(self) -> bool:
+        renew = getattr(self.store, "renew_lock", None)
+        if renew is None or not self.held:
+            return False
+        try:
+            return bool(renew(self.name, self.token, self.ttl))
+        except Exception as exc:
+            self._on_error(exc, "renew lock")
+            return False
+
+    @contextmanager
+    def renewing(self) -> Iterator[None]:
+        """Keep the lease alive (renewed every ``ttl / 3`` s) while the body runs."""
+        if not self.held or getattr(self.store, "renew_lock", None) is None:
+            yield
+            return
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.ttl / 3):
+                if not self.renew():
+                    return  # lost it (expired or store down): nothing more to do
+
+        thread = threading.Thread(target=loop, name=f"agent-cache-lease-{self.name}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=1.0)
