@@ -89,8 +89,9 @@ class CallBuilder:
             options = dict(body.get("stream_options") or {})
             options.setdefault("include_usage", True)
             body["stream_options"] = options
-        else:
+        else:  # vLLM rejects stream_options on a non-streaming request (HTTP 400)
             body.pop("stream", None)
+            body.pop("stream_options", None)
         return body
 
     def chat(
@@ -123,8 +124,14 @@ class CallBuilder:
         return Call("POST", "completions", body=body, key=key, stream=stream)
 
     def tokenize(
-        self, prompt: str | Sequence[Message], model: str | None, add_special: bool | None
+        self,
+        prompt: str | Sequence[Message],
+        model: str | None,
+        add_special: bool | None,
+        chat: Mapping[str, Any] | None = None,
     ) -> Call:
+        """``/tokenize``; ``chat`` holds the chat-only fields that change the rendered
+        prompt (``tools``, ``chat_template_kwargs``, ``add_generation_prompt``, ...)."""
         body: dict[str, Any] = {}
         if (model or self.model) is not None:
             body["model"] = model or self.model
@@ -132,6 +139,7 @@ class CallBuilder:
             body["prompt"] = prompt
         else:
             body["messages"] = [dict(m) for m in prompt]
+            body.update({k: v for k, v in (chat or {}).items() if v is not None})
         if add_special is not None:
             body["add_special_tokens"] = add_special
         return Call("POST", "tokenize", root=True, body=body)

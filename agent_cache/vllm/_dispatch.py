@@ -26,7 +26,7 @@ from tenacity import (
 
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._endpoint import CircuitBreaker, Endpoint
-from agent_cache.vllm._protocol import is_retryable_status, usage_counts
+from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
 
 __all__ = ["Call", "Dispatcher", "UsageSink"]
@@ -56,6 +56,12 @@ class Call:
     pinned: Endpoint | None = None  # only this endpoint (warm-up)
     record: bool = True  # record usage (warm-ups are not traffic)
 
+    @property
+    def generation(self) -> bool:
+        """A non-streaming generation: nothing arrives until the whole answer is done,
+        so its read timeout is the generation timeout, not the per-chunk one."""
+        return not self.stream and not self.root and is_generation_path(self.path)
+
 
 class _Retryable(Exception):
     def __init__(self, endpoint: Endpoint, reason: str) -> None:
@@ -76,10 +82,6 @@ class _Attempts:
     last_error: BaseException | None = None
 
 
-def _is_usage_path(path: str) -> bool:
-    return path.rstrip("/").endswith("completions")
-
-
 class Dispatcher:
     """Endpoint state and the retry loops (internal; owned by :class:`VllmRouter`)."""
 
@@ -89,6 +91,8 @@ class Dispatcher:
         *,
         policy: str,
         timeout: float,
+        generation_timeout: float,
+        connect_timeout: float,
         total_timeout: float,
         max_attempts: int | None,
         backoff_initial: float,
@@ -105,8 +109,10 @@ class Dispatcher:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
         if policy not in ("affinity", "round_robin"):
             raise ConfigurationError(f"policy must be 'affinity' or 'round_robin', not {policy!r}")
-        if timeout <= 0 or total_timeout <= 0:
-            raise ConfigurationError("timeout and total_timeout must be > 0")
+        if min(timeout, generation_timeout, connect_timeout, total_timeout) <= 0:
+            raise ConfigurationError(
+                "timeout, generation_timeout, connect_timeout and total_timeout must be > 0"
+            )
         if max_attempts is not None and max_attempts < 1:
             raise ConfigurationError("max_attempts must be >= 1")
         if backoff_initial < 0 or backoff_max < 0:
@@ -121,6 +127,8 @@ class Dispatcher:
         self.urls = urls
         self.policy = policy
         self.timeout = timeout
+        self.generation_timeout = generation_timeout
+        self.connect_timeout = connect_timeout
         self.total_timeout = total_timeout
         self.max_attempts = max_attempts or len(self.endpoints) + 2
         self.backoff_initial = backoff_initial
@@ -230,7 +238,11 @@ class Dispatcher:
                 ep.breaker.failure()
 
     def _request(
-        self, client: httpx.Client | httpx.AsyncClient, ep: Endpoint, call: Call, timeout: float
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        ep: Endpoint,
+        call: Call,
+        timeout: httpx.Timeout,
     ) -> httpx.Request:
         url = ep.url_for(call.path, root=call.root)
         if call.params:
@@ -246,8 +258,14 @@ class Dispatcher:
             call.method, url, content=content, headers=headers, timeout=timeout
         )
 
-    def _remaining(self, started: float) -> float:
-        return max(0.05, min(self.timeout, self.total_timeout - (self.clock() - started)))
+    def attempt_timeout(self, call: Call, started: float) -> httpx.Timeout:
+        """One attempt's timeouts: connecting is quick or fails over; a non-streaming
+        generation may read for ``generation_timeout`` (vLLM sends nothing before the
+        whole answer), anything else for ``timeout`` between bytes; all within what is
+        left of ``total_timeout``."""
+        left = max(0.05, self.total_timeout - (self.clock() - started))
+        read = min(self.generation_timeout if call.generation else self.timeout, left)
+        return httpx.Timeout(read, connect=min(self.connect_timeout, read))
 
     def _judge(self, ep: Endpoint, call: Call, resp: httpx.Response) -> None:
         """After the headers (and, unless streaming, the body) arrived."""
@@ -261,7 +279,7 @@ class Dispatcher:
                         ep.needs_warmup = True
             return  # an error body is read (and the endpoint released) by the caller
         self._release(ep, ok=True)
-        if call.record and resp.status_code < 400 and _is_usage_path(call.path):
+        if call.record and resp.status_code < 400 and is_generation_path(call.path):
             try:
                 data = resp.json()
             except ValueError:
@@ -308,7 +326,7 @@ class Dispatcher:
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
         self._begin(ep)
-        request = self._request(client, ep, call, self._remaining(started))
+        request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = client.send(request, stream=call.stream)
         except httpx.TransportError as exc:
@@ -351,7 +369,7 @@ class Dispatcher:
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
         self._begin(ep)
-        request = self._request(client, ep, call, self._remaining(started))
+        request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = await client.send(request, stream=call.stream)
         except httpx.TransportError as exc:

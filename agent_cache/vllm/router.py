@@ -29,7 +29,7 @@ from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
 from agent_cache.vllm._dispatch import Dispatcher, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
-from agent_cache.vllm._protocol import parse_sse_line
+from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._warmup import Item, WarmupBook
 from agent_cache.vllm.affinity import DEFAULT_DEPTH
 from agent_cache.vllm.metrics import PrefixCacheMetrics, parse_prefix_cache_metrics
@@ -53,7 +53,13 @@ class VllmRouter:
             bounded load) or ``"round_robin"``.
         model: ``model`` sent when a call does not name one (omitted when None).
         api_key: Sent as a bearer token.
-        timeout: Seconds per HTTP attempt.
+        timeout: Seconds an attempt may wait between bytes: a stream's next chunk, or the
+            whole answer of a short call (``/tokenize``, ``/health``).
+        generation_timeout: Seconds one non-streaming generation may take on one replica
+            (vLLM sends nothing before the answer is complete, so a long generation must
+            not be cut at ``timeout`` and then run again on every other replica).
+        connect_timeout: Seconds to connect; a replica that does not accept in time is
+            failed over at once.
         total_timeout: Seconds for all attempts of one call together.
         max_attempts: Attempts per call (default: number of endpoints + 2).
         backoff_initial: First backoff (seconds) once every replica was tried; doubles
@@ -90,7 +96,9 @@ class VllmRouter:
         model: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
-        total_timeout: float = 180.0,
+        generation_timeout: float = 600.0,
+        connect_timeout: float = 5.0,
+        total_timeout: float = 900.0,
         max_attempts: int | None = None,
         backoff_initial: float = 0.1,
         backoff_max: float = 2.0,
@@ -115,6 +123,8 @@ class VllmRouter:
             endpoints,
             policy=policy,
             timeout=timeout,
+            generation_timeout=generation_timeout,
+            connect_timeout=connect_timeout,
             total_timeout=total_timeout,
             max_attempts=max_attempts,
             backoff_initial=backoff_initial,
@@ -227,7 +237,10 @@ class VllmRouter:
             namespace: Tenant; sets a per-namespace ``cache_salt`` (requests of different
                 namespaces never share KV blocks). None: no salt.
             extra_body: vLLM extras merged into the body (``top_k``, ``priority``,
-                ``structured_outputs``, ``cache_salt``, ...).
+                ``structured_outputs``, ``cache_salt``, ...). ``priority`` (lower runs
+                first) needs ``vllm serve --scheduling-policy priority``, else any
+                non-zero value is a 400; it orders the queue only and does not decide
+                what stays in the prefix cache (vLLM issue #47802).
             affinity_key: Route by this key instead of the prompt's leading part.
             **params: OpenAI parameters (``max_tokens``, ``temperature``, ...).
 
@@ -282,6 +295,11 @@ class VllmRouter:
         ``stream_options.include_usage`` is set, so the last chunk (``choices: []``)
         carries ``usage``. Retries and failover happen before the first chunk only.
 
+        Raises:
+            BackendError: Every attempt failed before the stream began, the connection
+                broke, or vLLM sent an error event inside the stream after HTTP 200
+                (``data: {"error": ...}``); the last two count as the replica's failure.
+
         Example:
             >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
             ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
@@ -297,8 +315,11 @@ class VllmRouter:
                 chunk = parse_sse_line(line)
                 if chunk is None:
                     continue
-                if isinstance(chunk.get("usage"), dict):
-                    usage = chunk["usage"]
+                problem = stream_error(chunk)
+                if problem is not None:
+                    failed = True
+                    raise _stream_failed(ep, problem)
+                usage = chunk_usage(chunk) or usage
                 yield chunk
         except httpx.HTTPError as exc:
             failed = True
@@ -313,16 +334,26 @@ class VllmRouter:
         *,
         model: str | None = None,
         add_special_tokens: bool | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool | None = None,
     ) -> list[int]:
         """Token ids from vLLM's ``/tokenize`` (at the server root), for prefix checks.
 
-        A chat prompt is rendered with the server's chat template first, as vLLM would.
+        A chat prompt is rendered with the server's chat template first, as vLLM would,
+        with the same ``tools`` and ``chat_template_kwargs`` the generation request
+        carries (both change the rendered prompt, and so its prefix).
 
         Example:
             >>> router.tokenize("Hello world")  # doctest: +SKIP
             [9906, 1917]
         """
-        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        call = self._calls.tokenize(
+            prompt,
+            model,
+            add_special_tokens,
+            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
+        )
         resp, ep = self._d.send(self._sync(), call)
         return token_ids(json_body(resp, ep), ep)
 
@@ -494,8 +525,11 @@ class VllmRouter:
                 chunk = parse_sse_line(line)
                 if chunk is None:
                     continue
-                if isinstance(chunk.get("usage"), dict):
-                    usage = chunk["usage"]
+                problem = stream_error(chunk)
+                if problem is not None:
+                    failed = True
+                    raise _stream_failed(ep, problem)
+                usage = chunk_usage(chunk) or usage
                 yield chunk
         except httpx.HTTPError as exc:
             failed = True
@@ -510,9 +544,17 @@ class VllmRouter:
         *,
         model: str | None = None,
         add_special_tokens: bool | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool | None = None,
     ) -> list[int]:
         """Async twin of :meth:`tokenize`."""
-        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        call = self._calls.tokenize(
+            prompt,
+            model,
+            add_special_tokens,
+            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
+        )
         resp, ep = await self._d.asend(self._async(), call)
         return token_ids(json_body(resp, ep), ep)
 
@@ -643,3 +685,21 @@ class VllmRouter:
                     ep.needs_warmup = True
             else:
                 ep.breaker.trip()
+
+
+def _stream_failed(ep: Endpoint, problem: str) -> BackendError:
+    return BackendError(
+        f"stream from {ep.base_url} failed after HTTP 200: {problem}", endpoint=ep.base_url
+    )
+
+
+def _chat_fields(
+    tools: Sequence[Mapping[str, Any]] | None,
+    template_kwargs: Mapping[str, Any] | None,
+    add_generation_prompt: bool | None,
+) -> dict[str, Any]:
+    return {
+        "tools": [dict(t) for t in tools] if tools is not None else None,
+        "chat_template_kwargs": dict(template_kwargs) if template_kwargs is not None else None,
+        "add_generation_prompt": add_generation_prompt,
+    }
