@@ -12,6 +12,7 @@ from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._endpoint import Endpoint
 from agent_cache.vllm._protocol import derive_cache_salt
 from agent_cache.vllm.affinity import affinity_key
+from agent_cache.vllm.prefix_tree import TOKEN_BLOCK, prefix_blocks, render_for_prefix
 
 __all__ = ["CallBuilder", "Message", "Prefix", "json_body", "status_error", "token_ids"]
 
@@ -52,11 +53,44 @@ def token_ids(data: Mapping[str, Any], ep: Endpoint) -> list[int]:
 class CallBuilder:
     """Turns the router's arguments into :class:`Call`s (bodies, salts, affinity keys)."""
 
-    def __init__(self, *, model: str | None, secret: bytes, depth: int, skip: int) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        secret: bytes,
+        depth: int,
+        skip: int,
+        block_chars: int = 64,
+        chars_per_token: float = 4.0,
+    ) -> None:
         self.model = model
         self.secret = secret
         self.depth = depth
         self.skip = skip
+        self.block_chars = block_chars
+        self.chars_per_token = chars_per_token
+
+    def route(
+        self,
+        call: Call,
+        prompt: str | Sequence[Message] | Sequence[int],
+        namespace: str | None,
+        tools: Any = None,
+        session: str | None = None,
+    ) -> Call:
+        """Give ``call`` what the prefix policy routes by: block hashes, sizes, session."""
+        items: list[Any] = [] if isinstance(prompt, str) else list(prompt)
+        if items and all(isinstance(t, int) for t in items):
+            call.block_tokens, call.prompt_tokens = float(TOKEN_BLOCK), float(len(items))
+        else:
+            text = render_for_prefix(prompt if isinstance(prompt, str) else items, tools)
+            call.block_tokens = self.block_chars / self.chars_per_token
+            call.prompt_tokens = len(text) / self.chars_per_token
+        call.blocks = prefix_blocks(
+            prompt, namespace=namespace, block_chars=self.block_chars, tools=tools
+        )
+        call.session = session
+        return call
 
     def cache_salt(self, namespace: str) -> str:
         return derive_cache_salt(self.secret, namespace)
@@ -103,11 +137,13 @@ class CallBuilder:
         affinity: str | bytes | None,
         params: Mapping[str, Any],
         stream: bool,
+        session: str | None = None,
     ) -> Call:
         msgs = [dict(m) for m in messages]
         body = self.body({"messages": msgs}, model, namespace, extra_body, params, stream)
         key = _as_key(affinity) or self.key_for(msgs, namespace)
-        return Call("POST", "chat/completions", body=body, key=key, stream=stream)
+        call = Call("POST", "chat/completions", body=body, key=key, stream=stream)
+        return self.route(call, msgs, namespace, body.get("tools"), session or _as_str(affinity))
 
     def completion(
         self,
@@ -118,10 +154,12 @@ class CallBuilder:
         affinity: str | bytes | None,
         params: Mapping[str, Any],
         stream: bool,
+        session: str | None = None,
     ) -> Call:
         body = self.body({"prompt": prompt}, model, namespace, extra_body, params, stream)
         key = _as_key(affinity) or self.key_for(prompt, namespace)
-        return Call("POST", "completions", body=body, key=key, stream=stream)
+        call = Call("POST", "completions", body=body, key=key, stream=stream)
+        return self.route(call, prompt, namespace, None, session or _as_str(affinity))
 
     def tokenize(
         self,
@@ -158,3 +196,7 @@ class CallBuilder:
 
 def _as_key(value: str | bytes | None) -> bytes | None:
     return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _as_str(value: str | bytes | None) -> str | None:
+    return value.hex() if isinstance(value, bytes) else value

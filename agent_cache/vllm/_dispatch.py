@@ -25,9 +25,13 @@ from tenacity import (
 )
 
 from agent_cache.errors import BackendError, ConfigurationError
-from agent_cache.vllm._endpoint import CircuitBreaker, Endpoint
+from agent_cache.vllm._endpoint import OPEN, CircuitBreaker, Endpoint
 from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
+from agent_cache.vllm.choice import PrefixChooser
+from agent_cache.vllm.metrics import parse_load_metrics
+
+POLICIES = ("prefix", "affinity", "least_loaded", "round_robin")
 
 __all__ = ["Call", "Dispatcher", "UsageSink"]
 
@@ -52,6 +56,10 @@ class Call:
     headers: Mapping[str, str] = field(default_factory=dict)
     params: str = ""  # raw query string
     key: bytes | None = None  # affinity key; None: no preference
+    blocks: list[int] | None = None  # chained block hashes (prefix policy)
+    block_tokens: float = 16.0  # tokens one block stands for
+    prompt_tokens: float = 0.0  # estimated prompt tokens
+    session: str | None = None  # keeps its replica while that is not overloaded
     stream: bool = False
     pinned: Endpoint | None = None  # only this endpoint (warm-up)
     record: bool = True  # record usage (warm-ups are not traffic)
@@ -104,11 +112,16 @@ class Dispatcher:
         clock: Callable[[], float],
         sink: UsageSink | None,
         api_key: str | None,
+        capacity_blocks: int | Sequence[int | None] | None = None,
+        text_block_tokens: float = 16.0,
+        load_weight: float = 0.5,
+        metrics_interval: float | None = None,
+        metrics_timeout: float = 2.0,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
-        if policy not in ("affinity", "round_robin"):
-            raise ConfigurationError(f"policy must be 'affinity' or 'round_robin', not {policy!r}")
+        if policy not in POLICIES:
+            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
         if min(timeout, generation_timeout, connect_timeout, total_timeout) <= 0:
             raise ConfigurationError(
                 "timeout, generation_timeout, connect_timeout and total_timeout must be > 0"
@@ -138,6 +151,20 @@ class Dispatcher:
         self.api_key = api_key
         self.lock = threading.Lock()
         self.load = BoundedLoad(len(self.endpoints), load_factor=load_factor, window=load_window)
+        self.chooser = PrefixChooser(
+            len(self.endpoints),
+            capacity_blocks=capacity_blocks,
+            load_weight=load_weight,
+            load_factor=load_factor,
+            metrics_ttl=max(30.0, 3 * (metrics_interval or 0.0)),
+            clock=clock,
+        )
+        self.text_block_tokens = text_block_tokens
+        self.learn_capacity = capacity_blocks is None
+        self.metrics_interval = metrics_interval
+        self.metrics_timeout = metrics_timeout
+        self._metrics_due = 0.0
+        self._metrics_lock = threading.Lock()
         self._rr = 0
 
     # ------------------------------------------------------------------ choice
@@ -149,21 +176,104 @@ class Dispatcher:
             up = [i for i, e in enumerate(self.endpoints) if e.breaker.available()]
             if not up:
                 return []
-            if self.policy == "round_robin" or call.key is None:
-                start = self._rr % len(up)
+            start = self._rr % len(up)
+            rotated = up[start:] + up[:start]
+            if self.policy == "round_robin":
                 self._rr += 1
-                ranked = up[start:] + up[:start]
-            else:
+                ranked = rotated
+            elif self.policy == "least_loaded":
+                self._rr += 1
+                now = self.clock()
+                ranked = sorted(rotated, key=lambda i: self.chooser.load(i, now))
+            elif self.policy == "prefix" and call.blocks is not None:
+                ranked = self.chooser.rank(
+                    up,
+                    call.blocks,
+                    block_tokens=call.block_tokens,
+                    prompt_tokens=call.prompt_tokens,
+                    session=call.session,
+                )
+            elif self.policy == "affinity" and call.key is not None:
                 allowed = set(up)
                 ranked = [i for i in rendezvous_order(call.key, self.urls) if i in allowed]
                 first = self.load.pick(ranked)
                 ranked = [first] + [i for i in ranked if i != first]
+            else:  # no prompt to route by
+                self._rr += 1
+                ranked = rotated
             return [self.endpoints[i] for i in ranked]
 
-    def pick(self, key: bytes | None) -> Endpoint | None:
-        """The endpoint a call with ``key`` would go to first (counted as assigned)."""
-        plan = self._plan(Call("POST", "", key=key))
+    def pick(self, call: Call) -> Endpoint | None:
+        """The endpoint ``call`` would go to first (counted as assigned)."""
+        plan = self._plan(call)
+        if plan:
+            with self.lock:
+                self._assign(plan[0], call)
         return plan[0] if plan else None
+
+    def _assign(self, ep: Endpoint, call: Call) -> None:
+        """Record that ``call`` goes to ``ep`` (its blocks, session, share); under the lock."""
+        if call.blocks is not None and call.pinned is None and self.policy == "prefix":
+            self.chooser.assign(
+                self.endpoints.index(ep),
+                call.blocks,
+                session=call.session,
+                prompt_tokens=call.prompt_tokens,
+            )
+        elif call.blocks is not None:  # warm-ups and other policies: the tree only
+            self.chooser.tree.insert(self.endpoints.index(ep), call.blocks)
+
+    # ------------------------------------------------------------------ live load
+    def metrics_due(self) -> bool:
+        """Whether ``/metrics`` should be read now (and claim the reading if so)."""
+        if self.metrics_interval is None or self.policy not in ("prefix", "least_loaded"):
+            return False
+        if not self._metrics_lock.acquire(blocking=False):
+            return False  # another caller is reading them
+        now = self.clock()
+        if now < self._metrics_due:
+            self._metrics_lock.release()
+            return False
+        self._metrics_due = now + self.metrics_interval
+        return True
+
+    def observe_metrics(self, ep: Endpoint, text: str | None) -> None:
+        """Take one endpoint's ``/metrics`` page (None: unreadable)."""
+        load = parse_load_metrics(text) if text is not None else None
+        if load is None:
+            return
+        i = self.endpoints.index(ep)
+        with self.lock:
+            self.chooser.observe(i, load, self.clock())
+            cap = load.capacity_tokens
+            if self.learn_capacity and cap:
+                blocks = max(1, int(cap / self.text_block_tokens))
+                if self.chooser.tree.capacity(i) != blocks:
+                    self.chooser.tree.set_capacity(i, blocks)
+
+    def refresh(self, client: httpx.Client) -> None:
+        """Read every endpoint's ``/metrics`` (load and cache size) once."""
+        for ep in self.endpoints:
+            text: str | None = None
+            try:
+                resp = client.get(ep.url_for("metrics", root=True), timeout=self.metrics_timeout)
+                text = resp.text if resp.status_code == 200 else None
+            except httpx.HTTPError as exc:
+                log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
+            self.observe_metrics(ep, text)
+
+    async def arefresh(self, client: httpx.AsyncClient) -> None:
+        """Async twin of :meth:`refresh`."""
+        for ep in self.endpoints:
+            text: str | None = None
+            try:
+                resp = await client.get(
+                    ep.url_for("metrics", root=True), timeout=self.metrics_timeout
+                )
+                text = resp.text if resp.status_code == 200 else None
+            except httpx.HTTPError as exc:
+                log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
+            self.observe_metrics(ep, text)
 
     def _next(self, state: _Attempts) -> Endpoint:
         """The next endpoint of the plan that is still available (cycling)."""
@@ -195,24 +305,40 @@ class Dispatcher:
         }
 
     # ------------------------------------------------------------------ bookkeeping
-    def _begin(self, ep: Endpoint) -> None:
+    def _begin(self, ep: Endpoint, call: Call) -> None:
         with self.lock:
             ep.breaker.acquire()
             ep.requests += 1
             ep.in_flight += 1
-            self.load.in_flight[self.endpoints.index(ep)] += 1
+            i = self.endpoints.index(ep)
+            self.load.in_flight[i] += 1
+            self.chooser.started(i)
+            self._assign(ep, call)
+
+    def _finished(self, ep: Endpoint) -> None:
+        """One request of ``ep`` is over; under the lock."""
+        ep.in_flight -= 1
+        i = self.endpoints.index(ep)
+        self.load.in_flight[i] -= 1
+        self.chooser.finished(i)
+
+    def _failed(self, ep: Endpoint) -> None:
+        """One failure of ``ep``; a breaker that opens forgets what the replica held (it
+        may come back restarted, with an empty cache). Under the lock."""
+        ep.failures += 1
+        ep.breaker.failure()
+        if ep.breaker.state == OPEN:
+            self.chooser.tree.clear(self.endpoints.index(ep))
 
     def _release(self, ep: Endpoint, *, ok: bool, reason: str = "") -> None:
         with self.lock:
-            ep.in_flight -= 1
-            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            self._finished(ep)
             if ok:
                 if ep.breaker.success():
                     ep.needs_warmup = True
                     log.info("endpoint %s is back", ep.base_url)
             else:
-                ep.failures += 1
-                ep.breaker.failure()
+                self._failed(ep)
                 log.warning("endpoint %s failed: %s", ep.base_url, reason)
 
     def record_usage(self, ep: Endpoint, usage: Any) -> None:
@@ -231,11 +357,9 @@ class Dispatcher:
         if usage is not None:
             self.record_usage(ep, usage)
         with self.lock:
-            ep.in_flight -= 1
-            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            self._finished(ep)
             if failed:
-                ep.failures += 1
-                ep.breaker.failure()
+                self._failed(ep)
 
     def _request(
         self,
@@ -309,6 +433,11 @@ class Dispatcher:
         Raises:
             BackendError: Every attempt failed, or no endpoint was available.
         """
+        if self.metrics_due():
+            try:
+                self.refresh(client)
+            finally:
+                self._metrics_lock.release()
         state = _Attempts(self._plan(call))
         started = self.clock()
         if not state.plan:
@@ -325,7 +454,7 @@ class Dispatcher:
         self, client: httpx.Client, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
-        self._begin(ep)
+        self._begin(ep, call)
         request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = client.send(request, stream=call.stream)
@@ -352,6 +481,11 @@ class Dispatcher:
     # ------------------------------------------------------------------ async
     async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Async twin of :meth:`send`."""
+        if self.metrics_due():
+            try:
+                await self.arefresh(client)
+            finally:
+                self._metrics_lock.release()
         state = _Attempts(self._plan(call))
         started = self.clock()
         if not state.plan:
@@ -368,7 +502,7 @@ class Dispatcher:
         self, client: httpx.AsyncClient, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
-        self._begin(ep)
+        self._begin(ep, call)
         request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = await client.send(request, stream=call.stream)

@@ -1,10 +1,12 @@
 """``VllmRouter``: OpenAI-compatible calls over several vLLM replicas.
 
 Misses of the result cache go to vLLM. What a miss costs there depends on which replica
-gets it and on whether that replica already holds the prompt's leading KV blocks. The
-router picks the replica by prefix affinity (or round-robin), retries with backoff,
-fails over, isolates tenants with ``cache_salt`` and records the cached-token counts vLLM
-reports as the cache's KV layer.
+gets it, on whether that replica already holds the prompt's leading KV blocks, and on how
+busy it is. The router picks the replica from a prefix tree of what it sent where
+(expiring with each replica's cache capacity) weighed against live load from
+``/metrics`` and its own in-flight counts, keeps sessions on their replica, retries with
+backoff, fails over, isolates tenants with ``cache_salt`` and records the cached-token
+counts vLLM reports as the cache's KV layer.
 
 Example:
     >>> router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
@@ -27,19 +29,22 @@ import httpx
 
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
-from agent_cache.vllm._dispatch import Dispatcher, UsageSink
+from agent_cache.vllm._dispatch import Call, Dispatcher, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
 from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._warmup import Item, WarmupBook
 from agent_cache.vllm.affinity import DEFAULT_DEPTH
 from agent_cache.vllm.metrics import PrefixCacheMetrics, parse_prefix_cache_metrics
 
-__all__ = ["NAMESPACE_HEADER", "VllmRouter"]
+__all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "VllmRouter"]
 
 log = logging.getLogger("agent_cache.vllm")
 
 #: A request header the routing transport reads (and strips) to pick the namespace.
 NAMESPACE_HEADER = "x-agent-cache-namespace"
+#: A request header the routing transport reads (and strips): the request's session (a
+#: conversation, an agent run), kept on one replica while that is not overloaded.
+SESSION_HEADER = "x-agent-cache-session"
 
 
 class VllmRouter:
@@ -49,8 +54,12 @@ class VllmRouter:
 
     Args:
         endpoints: OpenAI base URLs, e.g. ``["http://gpu-1:8000/v1"]``.
-        policy: ``"affinity"`` (rendezvous hashing of the prompt's leading part, with
-            bounded load) or ``"round_robin"``.
+        policy: ``"prefix"`` (default: the replica with the cheapest expected prefill
+            given the longest prefix it was sent, plus its live load; sessions stay on
+            their replica; see :mod:`agent_cache.vllm.choice`), ``"affinity"``
+            (rendezvous hashing of the prompt's first ``affinity_depth`` characters after
+            the system messages, with bounded load), ``"least_loaded"`` or
+            ``"round_robin"``.
         model: ``model`` sent when a call does not name one (omitted when None).
         api_key: Sent as a bearer token.
         timeout: Seconds an attempt may wait between bytes: a stream's next chunk, or the
@@ -72,6 +81,17 @@ class VllmRouter:
         affinity_skip: For text prompts: leading characters every prompt shares.
         load_factor: A replica may take this times its fair share of recent load.
         load_window: Recent assignments that count as load (plus those in flight).
+        load_weight: ``"prefix"``: how many mean prompts of prefill one request of load
+            (running + waiting twice, or in flight) is worth; 0 routes by cached prefix
+            alone (the bounded-load guard still spills hot prefixes).
+        capacity_tokens: KV cache tokens per replica (one number, or one per endpoint),
+            which bounds what the prefix tree remembers; None: learned from
+            ``vllm:cache_config_info`` on ``/metrics`` (unbounded until then).
+        metrics_interval: Seconds between reads of every replica's ``/metrics`` (load
+            gauges, cache size) by ``"prefix"`` and ``"least_loaded"``, done by the
+            call that finds them due; None: never.
+        prefix_block_chars: Characters per router-side block (about one vLLM block).
+        chars_per_token: Characters per token, to turn text lengths into tokens.
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -92,7 +112,7 @@ class VllmRouter:
         self,
         endpoints: Sequence[str],
         *,
-        policy: Literal["affinity", "round_robin"] = "affinity",
+        policy: Literal["prefix", "affinity", "least_loaded", "round_robin"] = "prefix",
         model: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
@@ -108,6 +128,11 @@ class VllmRouter:
         affinity_skip: int = 0,
         load_factor: float = 1.25,
         load_window: int = 32,
+        load_weight: float = 0.5,
+        capacity_tokens: int | Sequence[int | None] | None = None,
+        metrics_interval: float | None = 5.0,
+        prefix_block_chars: int = 64,
+        chars_per_token: float = 4.0,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -119,6 +144,19 @@ class VllmRouter:
             raise ConfigurationError("endpoints must be a list of base URLs, not one string")
         if affinity_depth < 0 or affinity_skip < 0:
             raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
+        if prefix_block_chars < 1 or chars_per_token <= 0:
+            raise ConfigurationError("prefix_block_chars must be >= 1, chars_per_token > 0")
+        if metrics_interval is not None and metrics_interval <= 0:
+            raise ConfigurationError("metrics_interval must be > 0 or None")
+        block_tokens = prefix_block_chars / chars_per_token
+        if capacity_tokens is None or isinstance(capacity_tokens, int):
+            capacity_blocks: int | list[int | None] | None = (
+                None if capacity_tokens is None else max(1, int(capacity_tokens / block_tokens))
+            )
+        else:
+            capacity_blocks = [
+                None if c is None else max(1, int(c / block_tokens)) for c in capacity_tokens
+            ]
         self._d = Dispatcher(
             endpoints,
             policy=policy,
@@ -136,6 +174,11 @@ class VllmRouter:
             clock=clock,
             sink=cache,
             api_key=api_key,
+            capacity_blocks=capacity_blocks,
+            text_block_tokens=block_tokens,
+            load_weight=load_weight,
+            metrics_interval=metrics_interval,
+            metrics_timeout=health_timeout,
         )
         self.policy = policy
         self.health_timeout = health_timeout
@@ -145,6 +188,8 @@ class VllmRouter:
             secret=secret.encode("utf-8") if isinstance(secret, str) else bytes(secret),
             depth=affinity_depth,
             skip=affinity_skip,
+            block_chars=prefix_block_chars,
+            chars_per_token=chars_per_token,
         )
         self._warmups = WarmupBook(self._d, self._calls, policy)
         self._client = client
@@ -181,7 +226,11 @@ class VllmRouter:
         return self._calls.key_for(prompt, namespace)
 
     def pick(
-        self, prompt: str | Sequence[Message] | Sequence[int], namespace: str | None = None
+        self,
+        prompt: str | Sequence[Message] | Sequence[int],
+        namespace: str | None = None,
+        *,
+        session_id: str | None = None,
     ) -> str | None:
         """The endpoint the policy sends ``prompt`` to now (counted as one assignment).
 
@@ -192,7 +241,9 @@ class VllmRouter:
             >>> VllmRouter(["http://h:8000/v1"]).pick("hello")
             'http://h:8000/v1'
         """
-        ep = self._d.pick(self.key_for(prompt, namespace))
+        call = Call("POST", "", key=self.key_for(prompt, namespace))
+        self._calls.route(call, prompt, namespace, None, session_id)
+        ep = self._d.pick(call)
         return ep.base_url if ep else None
 
     def stats(self) -> dict[str, EndpointStats]:
@@ -227,6 +278,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """One chat completion; returns the response body (with ``usage``).
@@ -241,7 +293,11 @@ class VllmRouter:
                 first) needs ``vllm serve --scheduling-policy priority``, else any
                 non-zero value is a 400; it orders the queue only and does not decide
                 what stays in the prefix cache (vLLM issue #47802).
-            affinity_key: Route by this key instead of the prompt's leading part.
+            affinity_key: Route by this key instead of the prompt's leading part (under
+                ``"prefix"``: keep requests with this key on one replica, as a session).
+            session_id: A conversation or agent run: its requests stay on one replica
+                while that replica is not overloaded, so each turn reuses the previous
+                turn's blocks (``"prefix"`` policy).
             **params: OpenAI parameters (``max_tokens``, ``temperature``, ...).
 
         Returns:
@@ -255,7 +311,9 @@ class VllmRouter:
             >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
             {'id': ..., 'choices': [...], 'usage': {...}}
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, False, session_id
+        )
         resp, ep = self._d.send(self._sync(), call)
         return json_body(resp, ep)
 
@@ -267,6 +325,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """One text completion (``/v1/completions``); returns the response body.
@@ -275,7 +334,7 @@ class VllmRouter:
             >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
         """
         call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False
+            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
         resp, ep = self._d.send(self._sync(), call)
         return json_body(resp, ep)
@@ -288,6 +347,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> Iterator[dict[str, Any]]:
         """Stream a chat completion; yields the parsed chunks.
@@ -304,7 +364,9 @@ class VllmRouter:
             >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
             ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, True, session_id
+        )
         resp, ep = self._d.send(self._sync(), call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
@@ -475,6 +537,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`chat` (``httpx.AsyncClient``).
@@ -482,7 +545,9 @@ class VllmRouter:
         Example:
             >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, False, session_id
+        )
         resp, ep = await self._d.asend(self._async(), call)
         return json_body(resp, ep)
 
@@ -494,11 +559,12 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`complete`."""
         call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False
+            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
         resp, ep = await self._d.asend(self._async(), call)
         return json_body(resp, ep)
@@ -511,10 +577,13 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """Async twin of :meth:`stream_chat`."""
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, True, session_id
+        )
         resp, ep = await self._d.asend(self._async(), call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
@@ -641,13 +710,16 @@ class VllmRouter:
         await self.aclose()
 
     # ------------------------------------------------------------------ frameworks
-    def httpx_client(self, *, namespace: str | None = None, **kwargs: Any) -> httpx.Client:
+    def httpx_client(
+        self, *, namespace: str | None = None, session_id: str | None = None, **kwargs: Any
+    ) -> httpx.Client:
         """An ``httpx.Client`` whose requests go through this router.
 
         Give it to a framework's OpenAI client, with any of the endpoints (or any URL
         ending in the same ``/v1`` path) as the base URL: every request is re-targeted to
         the replica the router picks, retried and failed over, gets ``cache_salt`` for
-        ``namespace`` (or the ``x-agent-cache-namespace`` header), and streams get
+        ``namespace`` (or the ``x-agent-cache-namespace`` header), keeps ``session_id``
+        (or the ``x-agent-cache-session`` header) on one replica, and streams get
         ``stream_options.include_usage``. The caller owns the returned client; closing
         it leaves the router open.
 
@@ -659,10 +731,13 @@ class VllmRouter:
         from agent_cache.vllm.transport import RoutingTransport
 
         kwargs.setdefault("timeout", self._d.total_timeout)
-        return httpx.Client(transport=RoutingTransport(self, namespace=namespace), **kwargs)
+        return httpx.Client(
+            transport=RoutingTransport(self, namespace=namespace, session_id=session_id),
+            **kwargs,
+        )
 
     def async_httpx_client(
-        self, *, namespace: str | None = None, **kwargs: Any
+        self, *, namespace: str | None = None, session_id: str | None = None, **kwargs: Any
     ) -> httpx.AsyncClient:
         """Async twin of :meth:`httpx_client` (for ``http_async_client=``).
 
@@ -674,7 +749,8 @@ class VllmRouter:
 
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.AsyncClient(
-            transport=AsyncRoutingTransport(self, namespace=namespace), **kwargs
+            transport=AsyncRoutingTransport(self, namespace=namespace, session_id=session_id),
+            **kwargs,
         )
 
     # ------------------------------------------------------------------ helpers

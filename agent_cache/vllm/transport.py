@@ -39,16 +39,22 @@ _DROP_REQUEST_HEADERS = frozenset(
 
 
 def _to_call(
-    router: VllmRouter, request: httpx.Request, body: bytes, namespace: str | None
+    router: VllmRouter,
+    request: httpx.Request,
+    body: bytes,
+    namespace: str | None,
+    session_id: str | None = None,
 ) -> Call:
     """Turn a framework's request into a router call (pure: no I/O)."""
-    from agent_cache.vllm.router import NAMESPACE_HEADER
+    from agent_cache.vllm.router import NAMESPACE_HEADER, SESSION_HEADER
 
     ns = request.headers.get(NAMESPACE_HEADER) or namespace
+    session = request.headers.get(SESSION_HEADER) or session_id
     headers = {
         k: v
         for k, v in request.headers.items()
-        if k.lower() not in _DROP_REQUEST_HEADERS and k.lower() != NAMESPACE_HEADER
+        if k.lower() not in _DROP_REQUEST_HEADERS
+        and k.lower() not in (NAMESPACE_HEADER, SESSION_HEADER)
     }
     path = request.url.path
     rel, root = path, True
@@ -80,18 +86,22 @@ def _to_call(
     else:
         data.pop("stream_options", None)
     call.body = data
+    prompt: Any = None
     if responses:
-        call.key = router.key_for(_responses_messages(data), ns)
+        prompt = _responses_messages(data)
     elif isinstance(data.get("messages"), list):
-        call.key = router.key_for(data["messages"], ns)
+        prompt = data["messages"]
     elif isinstance(data.get("prompt"), str):
-        call.key = router.key_for(data["prompt"], ns)
+        prompt = data["prompt"]
     elif isinstance(data.get("prompt"), list) and data["prompt"]:
         first = data["prompt"][0]
         if isinstance(first, str):
-            call.key = router.key_for(first, ns)
+            prompt = first
         elif isinstance(first, int):
-            call.key = router.key_for([int(t) for t in data["prompt"]], ns)
+            prompt = [int(t) for t in data["prompt"]]
+    if prompt is not None:
+        call.key = router.key_for(prompt, ns)
+        router._calls.route(call, prompt, ns, data.get("tools"), session)
     return call
 
 
@@ -180,17 +190,26 @@ class RoutingTransport(httpx.BaseTransport):
     Args:
         router: The router.
         namespace: Default namespace (``cache_salt``) for its requests.
+        session_id: Default session (a conversation, an agent run) for its requests;
+            the ``x-agent-cache-session`` header of a request wins.
 
     Example:
         >>> client = httpx.Client(transport=RoutingTransport(router))  # doctest: +SKIP
     """
 
-    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        router: VllmRouter,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
         self.router = router
         self.namespace = namespace
+        self.session_id = session_id
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        call = _to_call(self.router, request, request.read(), self.namespace)
+        call = _to_call(self.router, request, request.read(), self.namespace, self.session_id)
         resp, ep = self.router._d.send(self.router._sync(), call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(
@@ -203,13 +222,20 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
     """Async twin of :class:`RoutingTransport` (made by
     :meth:`VllmRouter.async_httpx_client`)."""
 
-    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        router: VllmRouter,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
         self.router = router
         self.namespace = namespace
+        self.session_id = session_id
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        call = _to_call(self.router, request, body, self.namespace)
+        call = _to_call(self.router, request, body, self.namespace, self.session_id)
         resp, ep = await self.router._d.asend(self.router._async(), call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(
