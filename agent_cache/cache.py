@@ -592,8 +592,9 @@ class LayeredCache:
 
     # ------------------------------------------------------------------ single-flight
     def _flight_key(self, req: rq.Request) -> str:
-        return digest(req.namespace, req.llm_hash, req.template_version, req.context_hash,
-                      req.normalized)
+        return digest(
+            req.namespace, req.llm_hash, req.template_version, req.context_hash, req.normalized
+        )
 
     def get_or_compute(
         self,
@@ -620,8 +621,12 @@ class LayeredCache:
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
         hit = self.lookup(
-            prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy,
+            prompt,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
         )
         if hit is not None:
             return hit.response
@@ -635,8 +640,17 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                self.store(prompt, value, llm_string, namespace, context=context,
-                           template_version=template_version, ttl=ttl, tags=tag_list, tokens=n)
+                self.store(
+                    prompt,
+                    value,
+                    llm_string,
+                    namespace,
+                    context=context,
+                    template_version=template_version,
+                    ttl=ttl,
+                    tags=tag_list,
+                    tokens=n,
+                )
             return value
 
         def run() -> Any:
@@ -680,8 +694,12 @@ class LayeredCache:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version)
         hit = await self.alookup(
-            prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy,
+            prompt,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
         )
         if hit is not None:
             return hit.response
@@ -695,9 +713,17 @@ class LayeredCache:
             self._stats.latency("model", time.perf_counter() - started)
             if policy != "no_store" and is_cacheable(value):
                 n = tokens(value) if callable(tokens) else tokens
-                await self.astore(prompt, value, llm_string, namespace, context=context,
-                                  template_version=template_version, ttl=ttl, tags=tag_list,
-                                  tokens=n)
+                await self.astore(
+                    prompt,
+                    value,
+                    llm_string,
+                    namespace,
+                    context=context,
+                    template_version=template_version,
+                    ttl=ttl,
+                    tags=tag_list,
+                    tokens=n,
+                )
             return value
 
         async def run() -> Any:
@@ -846,7 +872,10 @@ class LayeredCache:
             new = min(0.995, self.threshold_for(namespace) + 0.01)
             log.warning(
                 "agent-cache: wrong-hit rate %.1f%% > %.1f%% in %r; threshold raised to %.3f",
-                100 * judged[1] / judged[0], 100 * self.max_error_rate, namespace, new,
+                100 * judged[1] / judged[0],
+                100 * self.max_error_rate,
+                namespace,
+                new,
             )
             self.thresholds[namespace] = new
             self._stats.incr("threshold_raised")

@@ -157,9 +157,7 @@ class StepCache:
             ttl=ttl if ttl is not None else self.ttl,
         )
 
-    def cached(
-        self, *, name: str, version: str = "", semantic: bool = False
-    ) -> Callable[[F], F]:
+    def cached(self, *, name: str, version: str = "", semantic: bool = False) -> Callable[[F], F]:
         """Decorator for a one-argument function (or coroutine function)."""
         import inspect
 

@@ -575,7 +575,7 @@ def _render(r: dict[str, Any], peer: bool) -> str:
         "",
         f'Target "stable order at least doubles the hit rate of retrieval order under a '
         f'capacity", offline batch in arrival order: '
-        f'**{"met" if stable["capacity"] >= 2 * bbase else "not met"}** '
+        f"**{'met' if stable['capacity'] >= 2 * bbase else 'not met'}** "
         f"({_pct(stable['capacity'])} vs {_pct(bbase)}: {_ratio(stable['capacity'], bbase)}).",
         "",
         "Planning time is ordering plus scheduling for the whole batch (ours includes "

@@ -122,6 +122,10 @@ class PrefixCacheSimulator:
         self.hits = 0
         self.queries = 0
         self.evicted_blocks = 0
+        #: Set to a list to record what vLLM's KV events would announce, in order:
+        #: ``("stored", hash, parent hash or None, block token ids)`` and
+        #: ``("removed", hash)``.
+        self.events: list[tuple[object, ...]] | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -241,6 +245,9 @@ class PrefixCacheSimulator:
             h = hashes[j]
             st.blocks[owned[j]].hash = h
             st.table.setdefault(h, []).append(owned[j])
+            if self.events is not None:
+                parent = hashes[j - 1] if j else None
+                self.events.append(("stored", h, parent, tuple(seq[j * b : (j + 1) * b])))
         for blk in reversed(owned):  # finish: free in reverse, tail of the chain first out
             block = st.blocks[blk]
             block.ref -= 1
@@ -272,6 +279,8 @@ class PrefixCacheSimulator:
                 ids.remove(blk)
                 if not ids:
                     del st.table[block.hash]
+                if self.events is not None:
+                    self.events.append(("removed", block.hash))
                 block.hash = None
                 self.evicted_blocks += 1
             block.ref = 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -62,6 +62,7 @@ class CallBuilder:
         skip: int,
         block_chars: int = 64,
         chars_per_token: float = 4.0,
+        tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
     ) -> None:
         self.model = model
         self.secret = secret
@@ -69,6 +70,7 @@ class CallBuilder:
         self.skip = skip
         self.block_chars = block_chars
         self.chars_per_token = chars_per_token
+        self.tokenizer = tokenizer
 
     def route(
         self,
@@ -80,9 +82,15 @@ class CallBuilder:
     ) -> Call:
         """Give ``call`` what the prefix policy routes by: block hashes, sizes, session."""
         items: list[Any] = [] if isinstance(prompt, str) else list(prompt)
+        call.salt = self.cache_salt(namespace) if namespace is not None else None
+        if isinstance(call.body, Mapping) and isinstance(call.body.get("cache_salt"), str):
+            call.salt = call.body["cache_salt"]
         if items and all(isinstance(t, int) for t in items):
             call.block_tokens, call.prompt_tokens = float(TOKEN_BLOCK), float(len(items))
+            call.tokens = [int(t) for t in items]
         else:
+            if self.tokenizer is not None:
+                call.tokens = list(self.tokenizer(prompt if isinstance(prompt, str) else items))
             text = render_for_prefix(prompt if isinstance(prompt, str) else items, tools)
             call.block_tokens = self.block_chars / self.chars_per_token
             call.prompt_tokens = len(text) / self.chars_per_token

@@ -29,6 +29,7 @@ from agent_cache.vllm._endpoint import OPEN, CircuitBreaker, Endpoint
 from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
 from agent_cache.vllm.choice import PrefixChooser
+from agent_cache.vllm.kv_events import KvEventIndex, KvEventSubscriber
 from agent_cache.vllm.metrics import parse_load_metrics
 
 POLICIES = ("prefix", "affinity", "least_loaded", "round_robin")
@@ -60,6 +61,8 @@ class Call:
     block_tokens: float = 16.0  # tokens one block stands for
     prompt_tokens: float = 0.0  # estimated prompt tokens
     session: str | None = None  # keeps its replica while that is not overloaded
+    tokens: list[int] | None = None  # the rendered prompt's token ids, when known
+    salt: str | None = None  # its cache_salt (KV events key block 0 with it)
     stream: bool = False
     pinned: Endpoint | None = None  # only this endpoint (warm-up)
     record: bool = True  # record usage (warm-ups are not traffic)
@@ -117,6 +120,8 @@ class Dispatcher:
         load_weight: float = 0.5,
         metrics_interval: float | None = None,
         metrics_timeout: float = 2.0,
+        kv_events: Sequence[str | None] | None = None,
+        kv_block_size: int = 16,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
@@ -165,6 +170,18 @@ class Dispatcher:
         self.metrics_timeout = metrics_timeout
         self._metrics_due = 0.0
         self._metrics_lock = threading.Lock()
+        self.kv_index: KvEventIndex | None = None
+        self._subscribers: list[KvEventSubscriber] = []
+        if kv_events is not None:
+            if len(kv_events) != len(self.endpoints):
+                raise ConfigurationError("kv_events needs one address (or None) per endpoint")
+            self.kv_index = KvEventIndex(len(self.endpoints), block_size=kv_block_size, clock=clock)
+            self._subscribers = [
+                KvEventSubscriber(addr, i, self.kv_index)
+                for i, addr in enumerate(kv_events)
+                if addr is not None
+            ]
+        self._events_started = False
         self._rr = 0
 
     # ------------------------------------------------------------------ choice
@@ -186,12 +203,20 @@ class Dispatcher:
                 now = self.clock()
                 ranked = sorted(rotated, key=lambda i: self.chooser.load(i, now))
             elif self.policy == "prefix" and call.blocks is not None:
+                cached: list[float] | None = None
+                if self.kv_index is not None and call.tokens is not None:
+                    exact = self.kv_index.match(call.tokens, salt=call.salt)
+                    if exact is not None:  # else events stopped: the tree decides
+                        b = self.kv_index.block_size
+                        cached = [float(m * b) for m in exact]
+                        call.prompt_tokens = float(len(call.tokens))
                 ranked = self.chooser.rank(
                     up,
                     call.blocks,
                     block_tokens=call.block_tokens,
                     prompt_tokens=call.prompt_tokens,
                     session=call.session,
+                    cached_tokens=cached,
                 )
             elif self.policy == "affinity" and call.key is not None:
                 allowed = set(up)
@@ -222,6 +247,24 @@ class Dispatcher:
             )
         elif call.blocks is not None:  # warm-ups and other policies: the tree only
             self.chooser.tree.insert(self.endpoints.index(ep), call.blocks)
+
+    # ------------------------------------------------------------------ KV events
+    def start_events(self) -> None:
+        """Connect the KV-event subscribers (once, at the first call)."""
+        if self._events_started or not self._subscribers:
+            return
+        with self.lock:
+            if self._events_started:
+                return
+            self._events_started = True
+        for sub in self._subscribers:
+            sub.start()
+
+    def close_events(self) -> None:
+        """Stop the KV-event subscribers."""
+        for sub in self._subscribers:
+            sub.close()
+        self._events_started = False
 
     # ------------------------------------------------------------------ live load
     def metrics_due(self) -> bool:
@@ -314,6 +357,8 @@ class Dispatcher:
             self.load.in_flight[i] += 1
             self.chooser.started(i)
             self._assign(ep, call)
+            if self.kv_index is not None and call.blocks is not None:
+                self.kv_index.sent(i)
 
     def _finished(self, ep: Endpoint) -> None:
         """One request of ``ep`` is over; under the lock."""
@@ -329,6 +374,8 @@ class Dispatcher:
         ep.breaker.failure()
         if ep.breaker.state == OPEN:
             self.chooser.tree.clear(self.endpoints.index(ep))
+            if self.kv_index is not None:
+                self.kv_index.clear(self.endpoints.index(ep))
 
     def _release(self, ep: Endpoint, *, ok: bool, reason: str = "") -> None:
         with self.lock:
@@ -433,6 +480,7 @@ class Dispatcher:
         Raises:
             BackendError: Every attempt failed, or no endpoint was available.
         """
+        self.start_events()
         if self.metrics_due():
             try:
                 self.refresh(client)
@@ -481,6 +529,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ async
     async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Async twin of :meth:`send`."""
+        self.start_events()
         if self.metrics_due():
             try:
                 await self.arefresh(client)

@@ -118,9 +118,6 @@ class PrefixChooser:
         self._max_sessions = max_sessions
         self._mean_tokens = 0.0
         self._requests = 0
-        #: An optional exact source of cached prefixes (KV events): blocks -> per replica
-        #: matched blocks, or None when it has nothing fresh to say.
-        self.exact: Callable[[Sequence[int]], list[int] | None] | None = None
 
     # ------------------------------------------------------------------ load
     def observe(self, i: int, metrics: LoadMetrics, now: float) -> None:
@@ -165,6 +162,7 @@ class PrefixChooser:
         block_tokens: float,
         prompt_tokens: float,
         session: str | None,
+        cached_tokens: Sequence[float] | None = None,
     ) -> list[int]:
         """Replicas of ``up``, best first (the first is where the request goes).
 
@@ -174,24 +172,27 @@ class PrefixChooser:
             block_tokens: Tokens one block stands for.
             prompt_tokens: The request's estimated prompt tokens.
             session: Session id, if any.
+            cached_tokens: Per replica, the request's tokens it is known to hold (from
+                KV events); None: estimate them from the prefix tree.
         """
         if not up:
             raise ConfigurationError("no replica to rank")
         now = self._clock() if self._clock is not None else None
-        matched = (self.exact(blocks) if self.exact is not None else None) or self.tree.match(
-            blocks
+        cached = (
+            list(cached_tokens)
+            if cached_tokens is not None
+            else [m * block_tokens for m in self.tree.match(blocks)]
         )
         mean = self._mean_tokens or prompt_tokens
         loads = {i: self.load(i, now) for i in up}
         allowed = set(self._guarded(up, loads))
         tiebreak = _spread(blocks, self.n)
-        best = max(matched[i] for i in allowed)
-        new = best * block_tokens < self.match_threshold * prompt_tokens
+        new = max(cached[i] for i in allowed) < self.match_threshold * prompt_tokens
 
         def cost(i: int) -> float:
             if new:  # nothing worth keeping: balance load, then cache pressure
                 return loads[i]
-            uncached = max(0.0, prompt_tokens - matched[i] * block_tokens)
+            uncached = max(0.0, prompt_tokens - cached[i])
             return uncached + self.load_weight * loads[i] * mean
 
         ranked = sorted(

@@ -92,6 +92,13 @@ class VllmRouter:
             call that finds them due; None: never.
         prefix_block_chars: Characters per router-side block (about one vLLM block).
         chars_per_token: Characters per token, to turn text lengths into tokens.
+        kv_events: Per endpoint, the ZMQ address of its KV-event publisher (``vllm serve
+            --kv-events-config``), or None; with ``tokenizer``, ``"prefix"`` then scores
+            replicas by the prefix they announced they hold, and falls back to its tree
+            when a replica's events stop. Needs ``agent-cache[kv-events]``.
+        tokenizer: Renders and tokenizes a prompt (text, or chat messages with the
+            server's chat template) as the servers do, for matching KV events.
+        kv_block_size: The servers' KV block size (for matching KV events).
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -133,6 +140,9 @@ class VllmRouter:
         metrics_interval: float | None = 5.0,
         prefix_block_chars: int = 64,
         chars_per_token: float = 4.0,
+        kv_events: Sequence[str | None] | None = None,
+        tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
+        kv_block_size: int = 16,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -179,6 +189,8 @@ class VllmRouter:
             load_weight=load_weight,
             metrics_interval=metrics_interval,
             metrics_timeout=health_timeout,
+            kv_events=kv_events,
+            kv_block_size=kv_block_size,
         )
         self.policy = policy
         self.health_timeout = health_timeout
@@ -190,6 +202,7 @@ class VllmRouter:
             skip=affinity_skip,
             block_chars=prefix_block_chars,
             chars_per_token=chars_per_token,
+            tokenizer=tokenizer,
         )
         self._warmups = WarmupBook(self._d, self._calls, policy)
         self._client = client
@@ -512,7 +525,9 @@ class VllmRouter:
             return 0
 
     def close(self) -> None:
-        """Close the sync client if the router created it (a passed-in one stays open)."""
+        """Close the sync client if the router created it (a passed-in one stays open),
+        and stop the KV-event subscribers."""
+        self._d.close_events()
         if self._client is not None and self._owns_client:
             self._client.close()
             self._client = None

@@ -38,7 +38,14 @@ import httpx
 
 from agent_cache.prompt.simulator import PrefixCacheSimulator
 
-__all__ = ["FakeRequest", "FakeVllm", "FakeVllmServer", "Hang", "mock_transport"]
+__all__ = [
+    "FakeRequest",
+    "FakeVllm",
+    "FakeVllmServer",
+    "Hang",
+    "KvEventPublisher",
+    "mock_transport",
+]
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 BOS = 1
@@ -79,6 +86,8 @@ class FakeVllm:
             or ``"zero"`` (newer ``main``).
         model: The served model id.
         answer: The reply text (default ``"Hello from NAME."``).
+        kv_events: Publishes the simulated cache's ``BlockStored`` / ``BlockRemoved``
+            events after each request, as ``--kv-events-config`` does.
 
     Example:
         >>> fake = FakeVllm("gpu-1")
@@ -97,6 +106,7 @@ class FakeVllm:
         zero_cached: Literal["null", "missing", "zero"] = "null",
         model: str = "fake-model",
         answer: str | None = None,
+        kv_events: KvEventPublisher | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -104,6 +114,9 @@ class FakeVllm:
         self.prompt_tokens_details = prompt_tokens_details
         self.zero_cached = zero_cached
         self.sim = PrefixCacheSimulator(block_size, capacity_blocks)
+        self.kv_events = kv_events
+        if kv_events is not None:
+            self.sim.events = []
         self.requests: list[FakeRequest] = []
         self.dead = False
         self.engine_dead = False
@@ -215,6 +228,9 @@ class FakeVllm:
         out = self.tokenize_text(" ".join(words) + "<|im_end|>", bos=False)
         with self._lock:
             cached = self.sim.run(prompt, salt=salt, output_token_ids=out)
+            if self.kv_events is not None and self.sim.events is not None:
+                self.kv_events.publish_sim_events(self.sim.events, self.sim.block_size, salt)
+                self.sim.events.clear()
         return words, self._usage(prompt, len(words), cached)
 
     # ------------------------------------------------------------------ HTTP
@@ -622,3 +638,122 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
         do_POST = _serve
 
     return Handler
+
+
+class KvEventPublisher:
+    """Publishes KV events the way vLLM's ``ZmqEventPublisher`` does: a ZMQ PUB socket,
+    multipart ``(topic, 8-byte big-endian sequence, msgpack EventBatch)``, the events
+    being msgspec structs of ``vllm/distributed/kv_events.py``'s schema (tagged by
+    class name; ``array_like`` as some vLLM releases declared them, or maps).
+
+    Needs ``pyzmq`` and ``msgspec``. Nothing binds before :meth:`bind`.
+
+    Example:
+        >>> pub = KvEventPublisher().bind("tcp://127.0.0.1:*")  # doctest: +SKIP
+        >>> pub.endpoint  # doctest: +SKIP
+        'tcp://127.0.0.1:49152'
+    """
+
+    def __init__(self, *, topic: str = "", array_like: bool = False) -> None:
+        self.topic = topic
+        self.array_like = array_like
+        self.endpoint: str | None = None
+        self.paused = False  # drop events (a publisher that stopped)
+        self._seq = 0
+        self._sock: Any = None
+        self._types: Any = None
+
+    def bind(self, endpoint: str = "tcp://127.0.0.1:*") -> KvEventPublisher:
+        import zmq
+
+        self._sock = zmq.Context.instance().socket(zmq.PUB)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(endpoint)
+        self.endpoint = self._sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        return self
+
+    def _schema(self) -> Any:
+        if self._types is None:
+            import msgspec
+
+            opts: dict[str, Any] = {"omit_defaults": True, "tag": True}
+            if self.array_like:
+                opts["array_like"] = True
+
+            class BlockStored(msgspec.Struct, **opts):
+                block_hashes: list[int]
+                parent_block_hash: int | None
+                token_ids: list[int]
+                block_size: int
+                lora_id: int | None
+                medium: str | None
+                lora_name: str | None = None
+                extra_keys: list[tuple[Any, ...] | None] | None = None
+
+            class BlockRemoved(msgspec.Struct, **opts):
+                block_hashes: list[int]
+                medium: str | None
+
+            class AllBlocksCleared(msgspec.Struct, **opts):
+                pass
+
+            batch_opts: dict[str, Any] = {"omit_defaults": True}
+            if self.array_like:
+                batch_opts["array_like"] = True
+
+            class KVEventBatch(msgspec.Struct, **batch_opts):
+                ts: float
+                events: list[BlockStored | BlockRemoved | AllBlocksCleared]
+                data_parallel_rank: int | None = None
+
+            self._types = (BlockStored, BlockRemoved, AllBlocksCleared, KVEventBatch)
+        return self._types
+
+    def publish(self, events: Sequence[Any]) -> None:
+        """Send one batch of schema structs (see :meth:`publish_sim_events`)."""
+        if self.paused or self._sock is None:
+            return
+        import msgspec
+
+        batch = self._schema()[3](ts=time.time(), events=list(events))
+        payload = msgspec.msgpack.encode(batch)
+        self._sock.send_multipart((self.topic.encode(), self._seq.to_bytes(8, "big"), payload))
+        self._seq += 1
+
+    def publish_sim_events(
+        self, events: Sequence[tuple[Any, ...]], block_size: int, salt: str | None = None
+    ) -> None:
+        """Publish a simulator's recorded events (one ``BlockStored`` per block, the
+        ``cache_salt`` in block 0's ``extra_keys``, as vLLM announces them)."""
+        stored, removed, cleared = self._schema()[:3]
+        out: list[Any] = []
+        for e in events:
+            if e[0] == "stored":
+                _, h, parent, tokens = e
+                extra = [(salt,)] if parent is None and salt else None
+                out.append(
+                    stored(
+                        block_hashes=[h],
+                        parent_block_hash=parent,
+                        token_ids=list(tokens),
+                        block_size=block_size,
+                        lora_id=None,
+                        medium="GPU",
+                        extra_keys=extra,
+                    )
+                )
+            elif e[0] == "removed":
+                out.append(removed(block_hashes=[e[1]], medium="GPU"))
+            elif e[0] == "cleared":
+                out.append(cleared())
+        if out:
+            self.publish(out)
+
+    def clear_all(self) -> None:
+        """Announce ``AllBlocksCleared`` (a cache reset)."""
+        self.publish([self._schema()[2]()])
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
