@@ -117,7 +117,8 @@ class Dispatcher:
         api_key: str | None,
         capacity_blocks: int | Sequence[int | None] | None = None,
         text_block_tokens: float = 16.0,
-        load_weight: float = 0.5,
+        load_weight: float = 1.0,
+        prefill_rate: float = 32_000.0,
         metrics_interval: float | None = None,
         metrics_timeout: float = 2.0,
         kv_events: Sequence[str | None] | None = None,
@@ -160,6 +161,7 @@ class Dispatcher:
             len(self.endpoints),
             capacity_blocks=capacity_blocks,
             load_weight=load_weight,
+            prefill_rate=prefill_rate,
             load_factor=load_factor,
             metrics_ttl=max(30.0, 3 * (metrics_interval or 0.0)),
             clock=clock,
@@ -236,6 +238,14 @@ class Dispatcher:
                 self._assign(plan[0], call)
         return plan[0] if plan else None
 
+    def replayed(self, i: int, *, done: bool) -> None:
+        """A request picked with :meth:`pick` started (``done=False``) or finished on
+        replica ``i`` outside :meth:`send` (benchmarks replaying a stream)."""
+        with self.lock:
+            step = -1 if done else 1
+            self.load.in_flight[i] = max(0, self.load.in_flight[i] + step)
+            (self.chooser.finished if done else self.chooser.started)(i)
+
     def _assign(self, ep: Endpoint, call: Call) -> None:
         """Record that ``call`` goes to ``ep`` (its blocks, session, share); under the lock."""
         if call.blocks is not None and call.pinned is None and self.policy == "prefix":
@@ -244,6 +254,7 @@ class Dispatcher:
                 call.blocks,
                 session=call.session,
                 prompt_tokens=call.prompt_tokens,
+                block_tokens=call.block_tokens,
             )
         elif call.blocks is not None:  # warm-ups and other policies: the tree only
             self.chooser.tree.insert(self.endpoints.index(ep), call.blocks)

@@ -1,30 +1,32 @@
 """Choosing a replica from what it holds and how busy it is (no I/O, no lock).
 
-:class:`PrefixChooser` scores every available replica by the prefill a request would
-cost there plus the queue it would join:
+:class:`PrefixChooser` estimates, for every available replica, how many prompt tokens
+stand between the request and its first token there:
 
-``cost = uncached prompt tokens + load_weight * load * mean prompt tokens``
+``cost = uncached prompt tokens + load_weight * prefill tokens queued ahead``
 
 * *uncached prompt tokens*: the request's tokens beyond the longest prefix the
   :class:`~agent_cache.vllm.prefix_tree.PrefixTree` says the replica holds (what was
   sent there, expiring with its capacity) or, with KV events, what it announced it
   holds;
-* *load*: requests in flight from this router, or the server's own
-  ``vllm:num_requests_running + vllm:num_requests_waiting`` when that is larger (other
-  routers share it), with waiting requests counted twice (they have not started);
-  scraped from ``/metrics`` and trusted for ``metrics_ttl`` seconds.
+* *prefill tokens queued ahead*: a leaky bucket per replica: every request sent there
+  adds its expected uncached tokens, which drain at ``prefill_rate`` tokens a second (an
+  8B model on an H200 prefills about 32,000 a second). It is live, so it cannot herd
+  requests onto a replica that looked idle at the last scrape; ``/metrics`` only raises
+  it (``vllm:num_requests_waiting`` x the mean uncached prompt: work other routers sent).
+  A finished request takes its tokens out at once.
 
 Before scoring, a bounded-load guard (after consistent hashing with bounded loads,
-Mirrokni et al. 2018) sets aside replicas whose load would pass ``load_factor`` times the
-fair share plus ``load_slack`` requests: a hot prefix spills to its next-cheapest
-replica, and because the spilled requests are recorded in the tree there too, the spill
-is remembered (both replicas then hold the prefix, and cost splits the traffic).
+Mirrokni et al. 2018) sets aside replicas whose requests in flight (or, from
+``/metrics``, running + waiting) would pass ``load_factor`` times the fair share plus
+``load_slack``: a hot prefix spills to its next-cheapest replica, and because the
+spilled requests are recorded in the tree there too, the spill is remembered (both
+replicas then hold the prefix, and cost splits the traffic).
 
 A request whose longest cached prefix anywhere covers less than ``match_threshold`` of
-it is *new* (a new conversation, new documents): it goes to the least loaded replica,
-ties to the one holding the fewest blocks (as SGLang's cache-aware router does), so new
-work spreads over the replicas' caches instead of piling onto whichever holds the shared
-system prompt.
+it is *new*: it goes where the least prefill is queued, ties to the replica holding the
+fewest blocks (as SGLang's cache-aware router balances), so new work spreads over the
+replicas' caches.
 
 A session (a conversation, an agent run) keeps the replica it was last sent to while
 that replica passes the guard, so each turn finds the previous turn's blocks even
@@ -42,9 +44,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_cache.errors import ConfigurationError
 from agent_cache.vllm.metrics import LoadMetrics
@@ -58,10 +60,13 @@ class ReplicaLoad:
     """What the router knows of one replica's load."""
 
     in_flight: int = 0
-    running: float = 0.0
+    external: float = 0.0  # running + waiting beyond our in-flight, at the last scrape
     waiting: float = 0.0
     kv_usage: float = 0.0
     seen_at: float | None = None  # when /metrics was last read
+    pending: float = 0.0  # prefill tokens queued (leaky bucket)
+    pending_at: float | None = None
+    queued: deque[float] = field(default_factory=deque)  # per request in flight
 
 
 class PrefixChooser:
@@ -73,8 +78,9 @@ class PrefixChooser:
         n: Number of replicas.
         capacity_blocks: Router-side blocks each replica holds (None: unbounded until
             ``/metrics`` tells); see :class:`~agent_cache.vllm.prefix_tree.PrefixTree`.
-        load_weight: How many mean prompts of prefill one request of load is worth;
-            0 scores by the cached prefix alone (ties: least loaded).
+        load_weight: Weight of the prefill queued ahead against the request's own
+            uncached tokens; 0 scores by the cached prefix alone (ties: least loaded).
+        prefill_rate: Prompt tokens a replica prefills per second (drains the queue).
         load_factor: The bounded-load guard (>= 1; ``inf`` turns it off).
         load_slack: Requests a replica may carry above ``load_factor`` x the fair share
             (light load needs no balancing).
@@ -89,16 +95,17 @@ class PrefixChooser:
         n: int,
         *,
         capacity_blocks: int | Sequence[int | None] | None = None,
-        load_weight: float = 0.5,
+        load_weight: float = 1.0,
+        prefill_rate: float = 32_000.0,
         load_factor: float = 1.25,
         load_slack: float = 2.0,
-        match_threshold: float = 0.5,
+        match_threshold: float = 0.2,
         max_sessions: int = 100_000,
         metrics_ttl: float = 30.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if load_weight < 0:
-            raise ConfigurationError("load_weight must be >= 0")
+        if load_weight < 0 or prefill_rate <= 0:
+            raise ConfigurationError("load_weight must be >= 0 and prefill_rate > 0")
         if load_factor < 1.0:
             raise ConfigurationError("load_factor must be >= 1.0")
         if load_slack < 0 or max_sessions < 0 or not 0.0 <= match_threshold <= 1.0:
@@ -108,6 +115,7 @@ class PrefixChooser:
         self.n = n
         self.tree = PrefixTree(n, capacity_blocks=capacity_blocks)
         self.load_weight = load_weight
+        self.prefill_rate = prefill_rate
         self.load_factor = load_factor
         self.load_slack = load_slack
         self.match_threshold = match_threshold
@@ -117,32 +125,49 @@ class PrefixChooser:
         self._sessions: OrderedDict[str, int] = OrderedDict()
         self._max_sessions = max_sessions
         self._mean_tokens = 0.0
+        self._mean_uncached = 0.0
         self._requests = 0
 
     # ------------------------------------------------------------------ load
     def observe(self, i: int, metrics: LoadMetrics, now: float) -> None:
         """Take one ``/metrics`` reading of replica ``i``."""
-        load = self.loads[i]
-        load.running, load.waiting, load.kv_usage = (
-            metrics.running,
-            metrics.waiting,
-            metrics.kv_usage,
-        )
-        load.seen_at = now
+        r = self.loads[i]
+        r.external = max(0.0, metrics.running + metrics.waiting - r.in_flight)
+        r.waiting, r.kv_usage, r.seen_at = metrics.waiting, metrics.kv_usage, now
+        floor = metrics.waiting * (self._mean_uncached or self._mean_tokens)
+        if floor > self.pending(i, now):
+            r.pending, r.pending_at = floor, now
 
     def started(self, i: int) -> None:
         self.loads[i].in_flight += 1
 
     def finished(self, i: int) -> None:
-        self.loads[i].in_flight = max(0, self.loads[i].in_flight - 1)
+        """A request of replica ``i`` is over: its prefill certainly is (requests end
+        about in the order they were sent, so the oldest one's tokens leave the queue)."""
+        r = self.loads[i]
+        r.in_flight = max(0, r.in_flight - 1)
+        if r.queued:
+            r.pending = max(0.0, r.pending - r.queued.popleft())
+
+    def _fresh(self, i: int, now: float | None) -> bool:
+        seen = self.loads[i].seen_at
+        return seen is not None and now is not None and now - seen <= self.metrics_ttl
 
     def load(self, i: int, now: float | None = None) -> float:
-        """Replica ``i``'s load in requests (see the module docstring)."""
+        """Replica ``i``'s requests: in flight from this router, plus those the last
+        fresh ``/metrics`` reading showed beyond them (other routers' work)."""
         r = self.loads[i]
-        fresh = r.seen_at is not None and now is not None and now - r.seen_at <= self.metrics_ttl
-        if not fresh:
-            return float(r.in_flight)
-        return max(float(r.in_flight), r.running + r.waiting) + r.waiting
+        return r.in_flight + (r.external if self._fresh(i, now) else 0.0)
+
+    def pending(self, i: int, now: float | None = None) -> float:
+        """Prefill tokens queued on replica ``i`` now (the leaky bucket, drained)."""
+        r = self.loads[i]
+        if now is not None and r.pending_at is not None and now > r.pending_at:
+            r.pending = max(0.0, r.pending - self.prefill_rate * (now - r.pending_at))
+            r.pending_at = now
+        elif now is not None and r.pending_at is None:
+            r.pending_at = now
+        return r.pending
 
     def _guarded(self, up: Sequence[int], loads: dict[int, float]) -> list[int]:
         """``up`` without the replicas over the bounded-load share (all if none pass)."""
@@ -183,17 +208,17 @@ class PrefixChooser:
             if cached_tokens is not None
             else [m * block_tokens for m in self.tree.match(blocks)]
         )
-        mean = self._mean_tokens or prompt_tokens
         loads = {i: self.load(i, now) for i in up}
+        queued = {i: self.pending(i, now) for i in up}
         allowed = set(self._guarded(up, loads))
         tiebreak = _spread(blocks, self.n)
         new = max(cached[i] for i in allowed) < self.match_threshold * prompt_tokens
 
         def cost(i: int) -> float:
-            if new:  # nothing worth keeping: balance load, then cache pressure
-                return loads[i]
+            if new:  # nothing worth keeping: balance the queues, then cache pressure
+                return self.load_weight * queued[i]
             uncached = max(0.0, prompt_tokens - cached[i])
-            return uncached + self.load_weight * loads[i] * mean
+            return uncached + self.load_weight * queued[i]
 
         ranked = sorted(
             up,
@@ -206,9 +231,23 @@ class PrefixChooser:
         return ranked
 
     def assign(
-        self, i: int, blocks: Sequence[int], *, session: str | None, prompt_tokens: float = 0.0
+        self,
+        i: int,
+        blocks: Sequence[int],
+        *,
+        session: str | None,
+        prompt_tokens: float = 0.0,
+        uncached_tokens: float | None = None,
+        block_tokens: float = 16.0,
     ) -> None:
-        """Replica ``i`` was sent the request: record its blocks, session, and share."""
+        """Replica ``i`` was sent the request: record its blocks, session, and the
+        prefill it queues there (``uncached_tokens``, else estimated from the tree)."""
+        if uncached_tokens is None:
+            uncached_tokens = max(0.0, prompt_tokens - self.tree.match(blocks)[i] * block_tokens)
+        now = self._clock() if self._clock is not None else None
+        r = self.loads[i]
+        r.pending = self.pending(i, now) + uncached_tokens
+        r.queued.append(uncached_tokens)
         self.tree.insert(i, blocks)
         if session is not None and self._max_sessions:
             self._sessions[session] = i
@@ -217,7 +256,9 @@ class PrefixChooser:
                 self._sessions.popitem(last=False)
         if prompt_tokens > 0:
             self._requests += 1
-            self._mean_tokens += (prompt_tokens - self._mean_tokens) / min(self._requests, 256)
+            k = min(self._requests, 256)
+            self._mean_tokens += (prompt_tokens - self._mean_tokens) / k
+            self._mean_uncached += (uncached_tokens - self._mean_uncached) / k
 
     def session_replica(self, session: str) -> int | None:
         """The replica a session was last sent to, if remembered."""

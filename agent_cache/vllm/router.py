@@ -81,9 +81,11 @@ class VllmRouter:
         affinity_skip: For text prompts: leading characters every prompt shares.
         load_factor: A replica may take this times its fair share of recent load.
         load_window: Recent assignments that count as load (plus those in flight).
-        load_weight: ``"prefix"``: how many mean prompts of prefill one request of load
-            (running + waiting twice, or in flight) is worth; 0 routes by cached prefix
-            alone (the bounded-load guard still spills hot prefixes).
+        load_weight: ``"prefix"``: weight of the prefill tokens estimated to be queued on
+            a replica against the request's own uncached tokens; 0 routes by cached
+            prefix alone (the bounded-load guard still spills hot prefixes).
+        prefill_rate: Prompt tokens one replica prefills per second (drains the
+            estimated queue; about 32,000 for an 8B model on an H200).
         capacity_tokens: KV cache tokens per replica (one number, or one per endpoint),
             which bounds what the prefix tree remembers; None: learned from
             ``vllm:cache_config_info`` on ``/metrics`` (unbounded until then).
@@ -135,7 +137,8 @@ class VllmRouter:
         affinity_skip: int = 0,
         load_factor: float = 1.25,
         load_window: int = 32,
-        load_weight: float = 0.5,
+        load_weight: float = 1.0,
+        prefill_rate: float = 32_000.0,
         capacity_tokens: int | Sequence[int | None] | None = None,
         metrics_interval: float | None = 5.0,
         prefix_block_chars: int = 64,
@@ -187,6 +190,7 @@ class VllmRouter:
             capacity_blocks=capacity_blocks,
             text_block_tokens=block_tokens,
             load_weight=load_weight,
+            prefill_rate=prefill_rate,
             metrics_interval=metrics_interval,
             metrics_timeout=health_timeout,
             kv_events=kv_events,

@@ -83,24 +83,46 @@ def test_the_longest_prefix_decides_not_a_fixed_window() -> None:
     assert rank(chooser, shared + [1, 2, 3])[0] == 0
 
 
-def test_live_load_outweighs_a_short_cached_prefix_but_not_a_long_one() -> None:
+def test_queued_prefill_outweighs_a_short_cached_prefix_but_not_a_long_one() -> None:
     clock = FakeClock(0.0)
-    chooser = PrefixChooser(2, load_weight=0.5, clock=clock)
-    short, long = list(range(10)), list(range(1000, 1060))
-    chooser.assign(0, short, session=None, prompt_tokens=200.0)  # mean prompt: 200 tokens
-    chooser.assign(0, long, session=None, prompt_tokens=200.0)
-    chooser.observe(0, LoadMetrics(running=3, waiting=1, kv_usage=0.5), clock())
-    # replica 0's load: max(0 in flight, 3 + 1) + 1 waiting = 5 requests, worth
-    # 0.5 x 5 x 200 = 500 tokens of prefill; under the guard (5 + 1 <= ceil(6 x 1.25 / 2) + 2)
-    # short: 60 blocks (960 tokens), 10 cached there: 800 + 500 > 960 on the idle replica
-    assert rank(chooser, short + list(range(50, 100)))[0] == 1
-    # long: 61 blocks (976 tokens), 60 cached there: 16 + 500 < 976
+    chooser = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock)
+    short, long = list(range(20)), list(range(1000, 1060))
+    for blocks in (short, long):  # mean prompt 200 tokens; nothing left queued
+        chooser.assign(0, blocks, session=None, prompt_tokens=200.0, uncached_tokens=0.0)
+    chooser.observe(0, LoadMetrics(running=1, waiting=4, kv_usage=0.5), clock())
+    # 4 waiting x 200 tokens = 800 tokens queued on replica 0 (other routers' work)
+    # short: 60 blocks (960 tokens), 20 cached there: 640 + 800 > 960 on the idle one
+    assert rank(chooser, short + list(range(50, 90)))[0] == 1
+    # long: 61 blocks (976 tokens), 60 cached there: 16 + 800 < 976
     assert rank(chooser, long + [1])[0] == 0
-    chooser.observe(0, LoadMetrics(running=3, waiting=3, kv_usage=0.5), clock())
-    # load 9: the guard sets replica 0 aside (9 + 1 > ceil(10 x 1.25 / 2) + 2 = 9)
+    clock.advance(0.3)  # 300 tokens drained: 640 + 500 > 960 still
+    assert rank(chooser, short + list(range(50, 90)))[0] == 1
+    clock.advance(0.3)  # 640 + 200 < 960
+    assert rank(chooser, short + list(range(50, 90)))[0] == 0
+    # the guard: 6 running + 4 waiting = 10 requests: 10 + 1 > ceil(11 x 1.25 / 2) + 2
+    chooser.observe(0, LoadMetrics(running=6, waiting=4, kv_usage=0.9), clock())
     assert rank(chooser, long + [1])[0] == 1
-    clock.advance(31)  # the reading is stale: only in-flight requests count (none)
+    clock.advance(31)  # the reading is stale and the queue drained: the prefix decides
     assert rank(chooser, long + [1])[0] == 0
+
+
+def test_queued_prefill_is_live_and_leaves_when_requests_finish() -> None:
+    clock = FakeClock(0.0)
+    chooser = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock)
+    blocks = list(range(30))  # 480 tokens
+    for _ in range(3):  # three requests of one prefix at the same instant
+        first = rank(chooser, blocks + [7])[0]
+        chooser.assign(first, blocks + [7], session=None, prompt_tokens=496.0)
+        chooser.started(first)
+    # the first queues 496 tokens on one replica; the second would wait for them there
+    # (0 uncached + 496 queued) or prefill them on the other (496 + 0): a tie, broken by
+    # load: the other. The third finds the prefix on both, nothing more to prefill.
+    assert chooser.pending(0) + chooser.pending(1) == 992.0
+    assert chooser.loads[0].in_flight >= 1 and chooser.loads[1].in_flight >= 1
+    for i in (0, 1):
+        while chooser.loads[i].in_flight:
+            chooser.finished(i)
+    assert chooser.pending(0) == chooser.pending(1) == 0.0
 
 
 def test_a_hot_prefix_spills_and_the_spill_is_remembered() -> None:
