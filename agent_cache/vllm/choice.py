@@ -24,9 +24,9 @@ spilled requests are recorded in the tree there too, the spill is remembered (bo
 replicas then hold the prefix, and cost splits the traffic).
 
 A request whose longest cached prefix anywhere covers less than ``match_threshold`` of
-it is *new*: it goes where the least prefill is queued, ties to the replica holding the
-fewest blocks (as SGLang's cache-aware router balances), so new work spreads over the
-replicas' caches.
+it, or the first request of a session, is *new*: it goes where the least prefill is
+queued, ties to the replica holding the fewest blocks (as SGLang's cache-aware router
+balances), so new work spreads over the replicas' caches.
 
 A session (a conversation, an agent run) keeps the replica it was last sent to while
 that replica passes the guard, so each turn finds the previous turn's blocks even
@@ -213,6 +213,8 @@ class PrefixChooser:
         allowed = set(self._guarded(up, loads))
         tiebreak = _spread(blocks, self.n)
         new = max(cached[i] for i in allowed) < self.match_threshold * prompt_tokens
+        if session is not None and session not in self._sessions:
+            new = True  # a new conversation: what it shares is the system prompt at most
 
         def cost(i: int) -> float:
             if new:  # nothing worth keeping: balance the queues, then cache pressure
