@@ -604,6 +604,15 @@ def _render(r: dict[str, Any], peer: bool) -> str:
     return "\n".join(lines)
 
 
+_ROUTING_NOTE = (
+    "The load-aware contenders (`+ load`) give up some cached tokens on the RAG stream, "
+    "where requests of a popular topic spill off their home replica when its prefill "
+    "queue is long, for a lower TTFT; on chats and agents, where a session's next turn "
+    "holds most of its prompt in cache, the prefix decides either way. The oracle uses "
+    "the same load-aware cost as the KV-event router, so the second target compares "
+    "knowing every cache exactly with learning it from events (delivered after the "
+    "prefill), at equal load handling."
+)
 _FREE = ("least-loaded", "affinity (v0.1)", "prefix tree", "prefix tree + load")
 
 
@@ -705,6 +714,8 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
             for n, stream, _b, _o, _rr, ok, ev, orc in verdicts
         )
         + ".",
+        "",
+        _ROUTING_NOTE,
         "",
     ]
     return lines
