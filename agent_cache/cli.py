@@ -30,6 +30,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             batch=args.batch,
             capacity_blocks=args.capacity_blocks,
             replicas=args.replicas,
+            routing_scale=args.routing_scale,
             peer=not args.no_peer,
         )
         return 0
@@ -148,7 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--capacity-blocks", type=int, default=2048, help="prefix: KV blocks per replica"
     )
-    bench.add_argument("--replicas", type=int, default=3, help="prefix: replicas for routing")
+    bench.add_argument(
+        "--replicas", type=int, nargs="+", default=[3, 8], help="prefix: replica counts"
+    )
+    bench.add_argument(
+        "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
+    )
     bench.add_argument("--no-peer", action="store_true", help="prefix: skip ContextPilot")
     bench.set_defaults(func=_cmd_bench)
 

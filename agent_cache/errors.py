@@ -63,8 +63,6 @@ class MissingDependencyError(AgentCacheError, ImportError):
 
     def __init__(self, package: str, extra: str, *, feature: str | None = None) -> None:
         what = f" for {feature}" if feature else ""
-        super().__init__(
-            f"{package} is required{what}: pip install 'agent-cache[{extra}]'"
-        )
+        super().__init__(f"{package} is required{what}: pip install 'agent-cache[{extra}]'")
         self.package = package
         self.extra = extra

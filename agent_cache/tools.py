@@ -170,9 +170,7 @@ class StepCache:
             verbatim=not semantic,
         )
 
-    def cached(
-        self, *, name: str, version: str = "", semantic: bool = False
-    ) -> Callable[[F], F]:
+    def cached(self, *, name: str, version: str = "", semantic: bool = False) -> Callable[[F], F]:
         """Decorator for a one-argument function (or coroutine function)."""
         import inspect
 

@@ -10,6 +10,9 @@ It follows vLLM's rules (``vllm/v1/core/kv_cache_utils.py``, ``kv_cache_manager.
 * At most ``(n - 1) // block_size`` blocks can hit: the **last prompt token is always
   recomputed** (its logits are needed), so a repeated 32-token prompt reports 16.
 * Blocks are cached as soon as they are full; identical blocks are not de-duplicated.
+  That includes blocks filled by **generated** tokens (every token but the last sampled
+  one has its KV computed), so the next turn of a chat, which repeats the previous
+  answer, hits them too: pass the answer's token ids (``output_token_ids``).
 * Finished requests free their blocks **in reverse order** to the tail of an LRU queue
   whose head is evicted next, so a chain's **tail is evicted first**; blocks that hold no
   hash (partial blocks) go to the head (vLLM PR #42656).
@@ -119,11 +122,27 @@ class PrefixCacheSimulator:
         self.hits = 0
         self.queries = 0
         self.evicted_blocks = 0
+        #: Set to a list to record what vLLM's KV events would announce, in order:
+        #: ``("stored", hash, parent hash or None, block token ids)`` and
+        #: ``("removed", hash)``.
+        self.events: list[tuple[object, ...]] | None = None
 
     @property
     def hit_rate(self) -> float:
         """Cached tokens / prompt tokens over everything run so far."""
         return self.hits / self.queries if self.queries else 0.0
+
+    @property
+    def used_blocks(self) -> int:
+        """Blocks holding a cached hash or owned by a request (vLLM's KV usage)."""
+        if self.capacity_blocks is None:
+            return sum(1 for blk in self._state.blocks if blk.hash is not None)
+        free_empty = sum(1 for b in self._state.free if self._state.blocks[b].hash is None)
+        return len(self._state.blocks) - free_empty
+
+    def cached_hashes(self) -> set[int]:
+        """The block hashes cached now (what vLLM's KV events would have announced)."""
+        return {h for h, ids in self._state.table.items() if ids}
 
     def _chain(
         self, tokens: Sequence[int], salt: str | None, lora: str | None, upto: int
@@ -170,6 +189,7 @@ class PrefixCacheSimulator:
         salt: str | None = None,
         lora: str | None = None,
         output_tokens: int = 0,
+        output_token_ids: Sequence[int] | None = None,
     ) -> int:
         """Serve one request start to finish; return its cached prompt tokens.
 
@@ -177,9 +197,13 @@ class PrefixCacheSimulator:
             tokens: The full rendered prompt's token ids.
             salt: The request's ``cache_salt``.
             lora: The LoRA adapter name, if any.
-            output_tokens: Generated tokens. They take KV slots while the request runs
-                (so they can evict cached blocks) but are not cached themselves: only
-                prompt blocks are modelled as reusable.
+            output_tokens: Number of generated tokens when their ids are unknown. They take
+                KV slots while the request runs (so they can evict cached blocks) but
+                cannot be cached, having no known content.
+            output_token_ids: The generated tokens' ids (overrides ``output_tokens``).
+                As in vLLM, every full block of prompt + output whose KV was computed
+                (all tokens but the last sampled one) is cached, so a next turn that
+                repeats the answer reuses those blocks.
 
         Returns:
             The prompt tokens served from cache (a multiple of ``block_size``).
@@ -194,7 +218,12 @@ class PrefixCacheSimulator:
         """
         st, b = self._state, self.block_size
         n = len(tokens)
-        hashes = self._chain(tokens, salt, lora, n // b)
+        out = list(output_token_ids) if output_token_ids is not None else None
+        if out is not None:
+            output_tokens = len(out)
+        seq: Sequence[int] = tokens if not out else [*tokens, *out]
+        full = (n + len(out) - 1) // b if out else n // b
+        hashes = self._chain(seq, salt, lora, full)
         max_blocks = max(0, (n - 1) // b)
         hit: list[int] = []
         for i in range(max_blocks):
@@ -212,10 +241,13 @@ class PrefixCacheSimulator:
         need = math.ceil((n + output_tokens) / b) - len(hit)
         new = self._allocate(need)
         owned = hit + new
-        for j in range(len(hit), n // b):  # newly full prompt blocks become cached
+        for j in range(len(hit), full):  # newly full computed blocks become cached
             h = hashes[j]
             st.blocks[owned[j]].hash = h
             st.table.setdefault(h, []).append(owned[j])
+            if self.events is not None:
+                parent = hashes[j - 1] if j else None
+                self.events.append(("stored", h, parent, tuple(seq[j * b : (j + 1) * b])))
         for blk in reversed(owned):  # finish: free in reverse, tail of the chain first out
             block = st.blocks[blk]
             block.ref -= 1
@@ -247,6 +279,8 @@ class PrefixCacheSimulator:
                 ids.remove(blk)
                 if not ids:
                     del st.table[block.hash]
+                if self.events is not None:
+                    self.events.append(("removed", block.hash))
                 block.hash = None
                 self.evicted_blocks += 1
             block.ref = 1
@@ -259,6 +293,7 @@ def simulate_prefix_cache(
     block_size: int = DEFAULT_BLOCK_SIZE,
     capacity_blocks: int | None = None,
     salts: Sequence[str | None] | None = None,
+    outputs: Sequence[Sequence[int]] | None = None,
 ) -> PrefixCacheResult:
     """Run a request stream through a fresh :class:`PrefixCacheSimulator`.
 
@@ -267,6 +302,8 @@ def simulate_prefix_cache(
         block_size: vLLM's ``--block-size``.
         capacity_blocks: vLLM's ``num_gpu_blocks`` (``None``: never evicts).
         salts: One ``cache_salt`` (or ``None``) per request.
+        outputs: The generated token ids per request; their full blocks are cached as
+            vLLM does, which a multi-turn chat's next turn reuses.
 
     Returns:
         Cached tokens per request and the stream's hit rate.
@@ -277,12 +314,22 @@ def simulate_prefix_cache(
         [0, 96]
         >>> simulate_prefix_cache([prompt, prompt], salts=["a", "b"]).cached_tokens
         [0, 0]
+        >>> answer = list(range(500, 530))  # turn 2 repeats turn 1's prompt and answer
+        >>> simulate_prefix_cache([prompt, prompt + answer + [7] * 10],
+        ...                       outputs=[answer, []]).cached_tokens
+        [0, 128]
     """
     if salts is not None and len(salts) != len(token_lists):
         raise ConfigurationError("salts must have one entry per request")
+    if outputs is not None and len(outputs) != len(token_lists):
+        raise ConfigurationError("outputs must have one entry per request")
     sim = PrefixCacheSimulator(block_size, capacity_blocks)
     cached = [
-        sim.run(tokens, salt=salts[i] if salts is not None else None)
+        sim.run(
+            tokens,
+            salt=salts[i] if salts is not None else None,
+            output_token_ids=outputs[i] if outputs is not None else None,
+        )
         for i, tokens in enumerate(token_lists)
     ]
     return PrefixCacheResult(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -12,6 +12,7 @@ from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._endpoint import Endpoint
 from agent_cache.vllm._protocol import derive_cache_salt
 from agent_cache.vllm.affinity import affinity_key
+from agent_cache.vllm.prefix_tree import TOKEN_BLOCK, prefix_blocks, render_for_prefix
 
 __all__ = ["CallBuilder", "Message", "Prefix", "json_body", "status_error", "token_ids"]
 
@@ -52,11 +53,52 @@ def token_ids(data: Mapping[str, Any], ep: Endpoint) -> list[int]:
 class CallBuilder:
     """Turns the router's arguments into :class:`Call`s (bodies, salts, affinity keys)."""
 
-    def __init__(self, *, model: str | None, secret: bytes, depth: int, skip: int) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | None,
+        secret: bytes,
+        depth: int,
+        skip: int,
+        block_chars: int = 64,
+        chars_per_token: float = 4.0,
+        tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
+    ) -> None:
         self.model = model
         self.secret = secret
         self.depth = depth
         self.skip = skip
+        self.block_chars = block_chars
+        self.chars_per_token = chars_per_token
+        self.tokenizer = tokenizer
+
+    def route(
+        self,
+        call: Call,
+        prompt: str | Sequence[Message] | Sequence[int],
+        namespace: str | None,
+        tools: Any = None,
+        session: str | None = None,
+    ) -> Call:
+        """Give ``call`` what the prefix policy routes by: block hashes, sizes, session."""
+        items: list[Any] = [] if isinstance(prompt, str) else list(prompt)
+        call.salt = self.cache_salt(namespace) if namespace is not None else None
+        if isinstance(call.body, Mapping) and isinstance(call.body.get("cache_salt"), str):
+            call.salt = call.body["cache_salt"]
+        if items and all(isinstance(t, int) for t in items):
+            call.block_tokens, call.prompt_tokens = float(TOKEN_BLOCK), float(len(items))
+            call.tokens = [int(t) for t in items]
+        else:
+            if self.tokenizer is not None:
+                call.tokens = list(self.tokenizer(prompt if isinstance(prompt, str) else items))
+            text = render_for_prefix(prompt if isinstance(prompt, str) else items, tools)
+            call.block_tokens = self.block_chars / self.chars_per_token
+            call.prompt_tokens = len(text) / self.chars_per_token
+        call.blocks = prefix_blocks(
+            prompt, namespace=namespace, block_chars=self.block_chars, tools=tools
+        )
+        call.session = session
+        return call
 
     def cache_salt(self, namespace: str) -> str:
         return derive_cache_salt(self.secret, namespace)
@@ -89,8 +131,9 @@ class CallBuilder:
             options = dict(body.get("stream_options") or {})
             options.setdefault("include_usage", True)
             body["stream_options"] = options
-        else:
+        else:  # vLLM rejects stream_options on a non-streaming request (HTTP 400)
             body.pop("stream", None)
+            body.pop("stream_options", None)
         return body
 
     def chat(
@@ -102,11 +145,13 @@ class CallBuilder:
         affinity: str | bytes | None,
         params: Mapping[str, Any],
         stream: bool,
+        session: str | None = None,
     ) -> Call:
         msgs = [dict(m) for m in messages]
         body = self.body({"messages": msgs}, model, namespace, extra_body, params, stream)
         key = _as_key(affinity) or self.key_for(msgs, namespace)
-        return Call("POST", "chat/completions", body=body, key=key, stream=stream)
+        call = Call("POST", "chat/completions", body=body, key=key, stream=stream)
+        return self.route(call, msgs, namespace, body.get("tools"), session or _as_str(affinity))
 
     def completion(
         self,
@@ -117,14 +162,22 @@ class CallBuilder:
         affinity: str | bytes | None,
         params: Mapping[str, Any],
         stream: bool,
+        session: str | None = None,
     ) -> Call:
         body = self.body({"prompt": prompt}, model, namespace, extra_body, params, stream)
         key = _as_key(affinity) or self.key_for(prompt, namespace)
-        return Call("POST", "completions", body=body, key=key, stream=stream)
+        call = Call("POST", "completions", body=body, key=key, stream=stream)
+        return self.route(call, prompt, namespace, None, session or _as_str(affinity))
 
     def tokenize(
-        self, prompt: str | Sequence[Message], model: str | None, add_special: bool | None
+        self,
+        prompt: str | Sequence[Message],
+        model: str | None,
+        add_special: bool | None,
+        chat: Mapping[str, Any] | None = None,
     ) -> Call:
+        """``/tokenize``; ``chat`` holds the chat-only fields that change the rendered
+        prompt (``tools``, ``chat_template_kwargs``, ``add_generation_prompt``, ...)."""
         body: dict[str, Any] = {}
         if (model or self.model) is not None:
             body["model"] = model or self.model
@@ -132,6 +185,7 @@ class CallBuilder:
             body["prompt"] = prompt
         else:
             body["messages"] = [dict(m) for m in prompt]
+            body.update({k: v for k, v in (chat or {}).items() if v is not None})
         if add_special is not None:
             body["add_special_tokens"] = add_special
         return Call("POST", "tokenize", root=True, body=body)
@@ -150,3 +204,7 @@ class CallBuilder:
 
 def _as_key(value: str | bytes | None) -> bytes | None:
     return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def _as_str(value: str | bytes | None) -> str | None:
+    return value.hex() if isinstance(value, bytes) else value

@@ -25,9 +25,14 @@ from tenacity import (
 )
 
 from agent_cache.errors import BackendError, ConfigurationError
-from agent_cache.vllm._endpoint import CircuitBreaker, Endpoint
-from agent_cache.vllm._protocol import is_retryable_status, usage_counts
+from agent_cache.vllm._endpoint import OPEN, CircuitBreaker, Endpoint
+from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
+from agent_cache.vllm.choice import PrefixChooser
+from agent_cache.vllm.kv_events import KvEventIndex, KvEventSubscriber
+from agent_cache.vllm.metrics import parse_load_metrics
+
+POLICIES = ("prefix", "affinity", "least_loaded", "round_robin")
 
 __all__ = ["Call", "Dispatcher", "UsageSink"]
 
@@ -52,9 +57,21 @@ class Call:
     headers: Mapping[str, str] = field(default_factory=dict)
     params: str = ""  # raw query string
     key: bytes | None = None  # affinity key; None: no preference
+    blocks: list[int] | None = None  # chained block hashes (prefix policy)
+    block_tokens: float = 16.0  # tokens one block stands for
+    prompt_tokens: float = 0.0  # estimated prompt tokens
+    session: str | None = None  # keeps its replica while that is not overloaded
+    tokens: list[int] | None = None  # the rendered prompt's token ids, when known
+    salt: str | None = None  # its cache_salt (KV events key block 0 with it)
     stream: bool = False
     pinned: Endpoint | None = None  # only this endpoint (warm-up)
     record: bool = True  # record usage (warm-ups are not traffic)
+
+    @property
+    def generation(self) -> bool:
+        """A non-streaming generation: nothing arrives until the whole answer is done,
+        so its read timeout is the generation timeout, not the per-chunk one."""
+        return not self.stream and not self.root and is_generation_path(self.path)
 
 
 class _Retryable(Exception):
@@ -76,10 +93,6 @@ class _Attempts:
     last_error: BaseException | None = None
 
 
-def _is_usage_path(path: str) -> bool:
-    return path.rstrip("/").endswith("completions")
-
-
 class Dispatcher:
     """Endpoint state and the retry loops (internal; owned by :class:`VllmRouter`)."""
 
@@ -89,6 +102,8 @@ class Dispatcher:
         *,
         policy: str,
         timeout: float,
+        generation_timeout: float,
+        connect_timeout: float,
         total_timeout: float,
         max_attempts: int | None,
         backoff_initial: float,
@@ -100,13 +115,23 @@ class Dispatcher:
         clock: Callable[[], float],
         sink: UsageSink | None,
         api_key: str | None,
+        capacity_blocks: int | Sequence[int | None] | None = None,
+        text_block_tokens: float = 16.0,
+        load_weight: float = 1.0,
+        prefill_rate: float = 32_000.0,
+        metrics_interval: float | None = None,
+        metrics_timeout: float = 2.0,
+        kv_events: Sequence[str | None] | None = None,
+        kv_block_size: int = 16,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
-        if policy not in ("affinity", "round_robin"):
-            raise ConfigurationError(f"policy must be 'affinity' or 'round_robin', not {policy!r}")
-        if timeout <= 0 or total_timeout <= 0:
-            raise ConfigurationError("timeout and total_timeout must be > 0")
+        if policy not in POLICIES:
+            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
+        if min(timeout, generation_timeout, connect_timeout, total_timeout) <= 0:
+            raise ConfigurationError(
+                "timeout, generation_timeout, connect_timeout and total_timeout must be > 0"
+            )
         if max_attempts is not None and max_attempts < 1:
             raise ConfigurationError("max_attempts must be >= 1")
         if backoff_initial < 0 or backoff_max < 0:
@@ -121,6 +146,8 @@ class Dispatcher:
         self.urls = urls
         self.policy = policy
         self.timeout = timeout
+        self.generation_timeout = generation_timeout
+        self.connect_timeout = connect_timeout
         self.total_timeout = total_timeout
         self.max_attempts = max_attempts or len(self.endpoints) + 2
         self.backoff_initial = backoff_initial
@@ -130,6 +157,33 @@ class Dispatcher:
         self.api_key = api_key
         self.lock = threading.Lock()
         self.load = BoundedLoad(len(self.endpoints), load_factor=load_factor, window=load_window)
+        self.chooser = PrefixChooser(
+            len(self.endpoints),
+            capacity_blocks=capacity_blocks,
+            load_weight=load_weight,
+            prefill_rate=prefill_rate,
+            load_factor=load_factor,
+            metrics_ttl=max(30.0, 3 * (metrics_interval or 0.0)),
+            clock=clock,
+        )
+        self.text_block_tokens = text_block_tokens
+        self.learn_capacity = capacity_blocks is None
+        self.metrics_interval = metrics_interval
+        self.metrics_timeout = metrics_timeout
+        self._metrics_due = 0.0
+        self._metrics_lock = threading.Lock()
+        self.kv_index: KvEventIndex | None = None
+        self._subscribers: list[KvEventSubscriber] = []
+        if kv_events is not None:
+            if len(kv_events) != len(self.endpoints):
+                raise ConfigurationError("kv_events needs one address (or None) per endpoint")
+            self.kv_index = KvEventIndex(len(self.endpoints), block_size=kv_block_size, clock=clock)
+            self._subscribers = [
+                KvEventSubscriber(addr, i, self.kv_index)
+                for i, addr in enumerate(kv_events)
+                if addr is not None
+            ]
+        self._events_started = False
         self._rr = 0
 
     # ------------------------------------------------------------------ choice
@@ -141,21 +195,139 @@ class Dispatcher:
             up = [i for i, e in enumerate(self.endpoints) if e.breaker.available()]
             if not up:
                 return []
-            if self.policy == "round_robin" or call.key is None:
-                start = self._rr % len(up)
+            start = self._rr % len(up)
+            rotated = up[start:] + up[:start]
+            if self.policy == "round_robin":
                 self._rr += 1
-                ranked = up[start:] + up[:start]
-            else:
+                ranked = rotated
+            elif self.policy == "least_loaded":
+                self._rr += 1
+                now = self.clock()
+                ranked = sorted(rotated, key=lambda i: self.chooser.load(i, now))
+            elif self.policy == "prefix" and call.blocks is not None:
+                cached: list[float] | None = None
+                if self.kv_index is not None and call.tokens is not None:
+                    exact = self.kv_index.match(call.tokens, salt=call.salt)
+                    if exact is not None:  # else events stopped: the tree decides
+                        b = self.kv_index.block_size
+                        cached = [float(m * b) for m in exact]
+                        call.prompt_tokens = float(len(call.tokens))
+                ranked = self.chooser.rank(
+                    up,
+                    call.blocks,
+                    block_tokens=call.block_tokens,
+                    prompt_tokens=call.prompt_tokens,
+                    session=call.session,
+                    cached_tokens=cached,
+                )
+            elif self.policy == "affinity" and call.key is not None:
                 allowed = set(up)
                 ranked = [i for i in rendezvous_order(call.key, self.urls) if i in allowed]
                 first = self.load.pick(ranked)
                 ranked = [first] + [i for i in ranked if i != first]
+            else:  # no prompt to route by
+                self._rr += 1
+                ranked = rotated
             return [self.endpoints[i] for i in ranked]
 
-    def pick(self, key: bytes | None) -> Endpoint | None:
-        """The endpoint a call with ``key`` would go to first (counted as assigned)."""
-        plan = self._plan(Call("POST", "", key=key))
+    def pick(self, call: Call) -> Endpoint | None:
+        """The endpoint ``call`` would go to first (counted as assigned)."""
+        plan = self._plan(call)
+        if plan:
+            with self.lock:
+                self._assign(plan[0], call)
         return plan[0] if plan else None
+
+    def replayed(self, i: int, *, done: bool) -> None:
+        """A request picked with :meth:`pick` started (``done=False``) or finished on
+        replica ``i`` outside :meth:`send` (benchmarks replaying a stream)."""
+        with self.lock:
+            step = -1 if done else 1
+            self.load.in_flight[i] = max(0, self.load.in_flight[i] + step)
+            (self.chooser.finished if done else self.chooser.started)(i)
+
+    def _assign(self, ep: Endpoint, call: Call) -> None:
+        """Record that ``call`` goes to ``ep`` (its blocks, session, share); under the lock."""
+        if call.blocks is not None and call.pinned is None and self.policy == "prefix":
+            self.chooser.assign(
+                self.endpoints.index(ep),
+                call.blocks,
+                session=call.session,
+                prompt_tokens=call.prompt_tokens,
+                block_tokens=call.block_tokens,
+            )
+        elif call.blocks is not None:  # warm-ups and other policies: the tree only
+            self.chooser.tree.insert(self.endpoints.index(ep), call.blocks)
+
+    # ------------------------------------------------------------------ KV events
+    def start_events(self) -> None:
+        """Connect the KV-event subscribers (once, at the first call)."""
+        if self._events_started or not self._subscribers:
+            return
+        with self.lock:
+            if self._events_started:
+                return
+            self._events_started = True
+        for sub in self._subscribers:
+            sub.start()
+
+    def close_events(self) -> None:
+        """Stop the KV-event subscribers."""
+        for sub in self._subscribers:
+            sub.close()
+        self._events_started = False
+
+    # ------------------------------------------------------------------ live load
+    def metrics_due(self) -> bool:
+        """Whether ``/metrics`` should be read now (and claim the reading if so)."""
+        if self.metrics_interval is None or self.policy not in ("prefix", "least_loaded"):
+            return False
+        if not self._metrics_lock.acquire(blocking=False):
+            return False  # another caller is reading them
+        now = self.clock()
+        if now < self._metrics_due:
+            self._metrics_lock.release()
+            return False
+        self._metrics_due = now + self.metrics_interval
+        return True
+
+    def observe_metrics(self, ep: Endpoint, text: str | None) -> None:
+        """Take one endpoint's ``/metrics`` page (None: unreadable)."""
+        load = parse_load_metrics(text) if text is not None else None
+        if load is None:
+            return
+        i = self.endpoints.index(ep)
+        with self.lock:
+            self.chooser.observe(i, load, self.clock())
+            cap = load.capacity_tokens
+            if self.learn_capacity and cap:
+                blocks = max(1, int(cap / self.text_block_tokens))
+                if self.chooser.tree.capacity(i) != blocks:
+                    self.chooser.tree.set_capacity(i, blocks)
+
+    def refresh(self, client: httpx.Client) -> None:
+        """Read every endpoint's ``/metrics`` (load and cache size) once."""
+        for ep in self.endpoints:
+            text: str | None = None
+            try:
+                resp = client.get(ep.url_for("metrics", root=True), timeout=self.metrics_timeout)
+                text = resp.text if resp.status_code == 200 else None
+            except httpx.HTTPError as exc:
+                log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
+            self.observe_metrics(ep, text)
+
+    async def arefresh(self, client: httpx.AsyncClient) -> None:
+        """Async twin of :meth:`refresh`."""
+        for ep in self.endpoints:
+            text: str | None = None
+            try:
+                resp = await client.get(
+                    ep.url_for("metrics", root=True), timeout=self.metrics_timeout
+                )
+                text = resp.text if resp.status_code == 200 else None
+            except httpx.HTTPError as exc:
+                log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
+            self.observe_metrics(ep, text)
 
     def _next(self, state: _Attempts) -> Endpoint:
         """The next endpoint of the plan that is still available (cycling)."""
@@ -187,24 +359,44 @@ class Dispatcher:
         }
 
     # ------------------------------------------------------------------ bookkeeping
-    def _begin(self, ep: Endpoint) -> None:
+    def _begin(self, ep: Endpoint, call: Call) -> None:
         with self.lock:
             ep.breaker.acquire()
             ep.requests += 1
             ep.in_flight += 1
-            self.load.in_flight[self.endpoints.index(ep)] += 1
+            i = self.endpoints.index(ep)
+            self.load.in_flight[i] += 1
+            self.chooser.started(i)
+            self._assign(ep, call)
+            if self.kv_index is not None and call.blocks is not None:
+                self.kv_index.sent(i)
+
+    def _finished(self, ep: Endpoint) -> None:
+        """One request of ``ep`` is over; under the lock."""
+        ep.in_flight -= 1
+        i = self.endpoints.index(ep)
+        self.load.in_flight[i] -= 1
+        self.chooser.finished(i)
+
+    def _failed(self, ep: Endpoint) -> None:
+        """One failure of ``ep``; a breaker that opens forgets what the replica held (it
+        may come back restarted, with an empty cache). Under the lock."""
+        ep.failures += 1
+        ep.breaker.failure()
+        if ep.breaker.state == OPEN:
+            self.chooser.tree.clear(self.endpoints.index(ep))
+            if self.kv_index is not None:
+                self.kv_index.clear(self.endpoints.index(ep))
 
     def _release(self, ep: Endpoint, *, ok: bool, reason: str = "") -> None:
         with self.lock:
-            ep.in_flight -= 1
-            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            self._finished(ep)
             if ok:
                 if ep.breaker.success():
                     ep.needs_warmup = True
                     log.info("endpoint %s is back", ep.base_url)
             else:
-                ep.failures += 1
-                ep.breaker.failure()
+                self._failed(ep)
                 log.warning("endpoint %s failed: %s", ep.base_url, reason)
 
     def record_usage(self, ep: Endpoint, usage: Any) -> None:
@@ -223,14 +415,16 @@ class Dispatcher:
         if usage is not None:
             self.record_usage(ep, usage)
         with self.lock:
-            ep.in_flight -= 1
-            self.load.in_flight[self.endpoints.index(ep)] -= 1
+            self._finished(ep)
             if failed:
-                ep.failures += 1
-                ep.breaker.failure()
+                self._failed(ep)
 
     def _request(
-        self, client: httpx.Client | httpx.AsyncClient, ep: Endpoint, call: Call, timeout: float
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        ep: Endpoint,
+        call: Call,
+        timeout: httpx.Timeout,
     ) -> httpx.Request:
         url = ep.url_for(call.path, root=call.root)
         if call.params:
@@ -246,8 +440,14 @@ class Dispatcher:
             call.method, url, content=content, headers=headers, timeout=timeout
         )
 
-    def _remaining(self, started: float) -> float:
-        return max(0.05, min(self.timeout, self.total_timeout - (self.clock() - started)))
+    def attempt_timeout(self, call: Call, started: float) -> httpx.Timeout:
+        """One attempt's timeouts: connecting is quick or fails over; a non-streaming
+        generation may read for ``generation_timeout`` (vLLM sends nothing before the
+        whole answer), anything else for ``timeout`` between bytes; all within what is
+        left of ``total_timeout``."""
+        left = max(0.05, self.total_timeout - (self.clock() - started))
+        read = min(self.generation_timeout if call.generation else self.timeout, left)
+        return httpx.Timeout(read, connect=min(self.connect_timeout, read))
 
     def _judge(self, ep: Endpoint, call: Call, resp: httpx.Response) -> None:
         """After the headers (and, unless streaming, the body) arrived."""
@@ -261,7 +461,7 @@ class Dispatcher:
                         ep.needs_warmup = True
             return  # an error body is read (and the endpoint released) by the caller
         self._release(ep, ok=True)
-        if call.record and resp.status_code < 400 and _is_usage_path(call.path):
+        if call.record and resp.status_code < 400 and is_generation_path(call.path):
             try:
                 data = resp.json()
             except ValueError:
@@ -291,6 +491,12 @@ class Dispatcher:
         Raises:
             BackendError: Every attempt failed, or no endpoint was available.
         """
+        self.start_events()
+        if self.metrics_due():
+            try:
+                self.refresh(client)
+            finally:
+                self._metrics_lock.release()
         state = _Attempts(self._plan(call))
         started = self.clock()
         if not state.plan:
@@ -307,8 +513,8 @@ class Dispatcher:
         self, client: httpx.Client, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
-        self._begin(ep)
-        request = self._request(client, ep, call, self._remaining(started))
+        self._begin(ep, call)
+        request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = client.send(request, stream=call.stream)
         except httpx.TransportError as exc:
@@ -334,6 +540,12 @@ class Dispatcher:
     # ------------------------------------------------------------------ async
     async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Async twin of :meth:`send`."""
+        self.start_events()
+        if self.metrics_due():
+            try:
+                await self.arefresh(client)
+            finally:
+                self._metrics_lock.release()
         state = _Attempts(self._plan(call))
         started = self.clock()
         if not state.plan:
@@ -350,8 +562,8 @@ class Dispatcher:
         self, client: httpx.AsyncClient, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
         ep = self._next(state)
-        self._begin(ep)
-        request = self._request(client, ep, call, self._remaining(started))
+        self._begin(ep, call)
+        request = self._request(client, ep, call, self.attempt_timeout(call, started))
         try:
             resp = await client.send(request, stream=call.stream)
         except httpx.TransportError as exc:

@@ -10,9 +10,12 @@ from typing import Any
 
 __all__ = [
     "SseUsageSniffer",
+    "chunk_usage",
     "derive_cache_salt",
+    "is_generation_path",
     "is_retryable_status",
     "parse_sse_line",
+    "stream_error",
     "usage_counts",
 ]
 
@@ -31,6 +34,17 @@ def is_retryable_status(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+def is_generation_path(path: str) -> bool:
+    """Whether a path (relative to the API base) generates: completions, chat completions
+    or the Responses API (where usage, ``cache_salt`` and affinity apply).
+
+    Example:
+        >>> [is_generation_path(p) for p in ("chat/completions", "/responses", "models")]
+        [True, True, False]
+    """
+    return path.rstrip("/").endswith(("completions", "responses"))
+
+
 def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
@@ -39,19 +53,71 @@ def usage_counts(usage: Any) -> tuple[int, int] | None:
     """``(prompt_tokens, cached_tokens)`` of a ``usage`` object, or None without one.
 
     vLLM sends ``prompt_tokens_details`` only with ``--enable-prompt-tokens-details`` and
-    (in most versions) as ``null`` when nothing was cached: null or missing means 0.
+    (in most versions) as ``null`` when nothing was cached: null or missing means 0. The
+    Responses API names them ``input_tokens`` and ``input_tokens_details``.
 
     Example:
         >>> usage_counts({"prompt_tokens": 40, "prompt_tokens_details": None})
         (40, 0)
         >>> usage_counts({"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}})
         (40, 32)
+        >>> usage_counts({"input_tokens": 40, "input_tokens_details": {"cached_tokens": 16}})
+        (40, 16)
     """
     if not isinstance(usage, Mapping):
         return None
+    if "prompt_tokens" not in usage and "input_tokens" in usage:
+        details = usage.get("input_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        return _int(usage.get("input_tokens")), _int(cached)
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     return _int(usage.get("prompt_tokens")), _int(cached)
+
+
+def chunk_usage(chunk: Mapping[str, Any]) -> Any:
+    """The ``usage`` a stream chunk carries (a Responses ``response.completed`` event
+    carries it inside ``response``), or None.
+
+    Example:
+        >>> chunk_usage({"type": "response.completed", "response": {"usage": {"input_tokens": 3}}})
+        {'input_tokens': 3}
+    """
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        return usage
+    response = chunk.get("response")
+    if isinstance(response, Mapping) and isinstance(response.get("usage"), dict):
+        return response["usage"]
+    return None
+
+
+def stream_error(chunk: Mapping[str, Any]) -> str | None:
+    """The error message of an error event sent inside a stream, else None.
+
+    After answering HTTP 200, vLLM reports a failure during generation as one more
+    event, ``data: {"error": {"message", "type", "param", "code"}}`` (older servers:
+    ``{"object": "error", "message": ...}``; the Responses API: an ``error`` or
+    ``response.failed`` event), then ``[DONE]``.
+
+    Example:
+        >>> stream_error({"error": {"message": "engine died", "type": "InternalServerError",
+        ...                         "param": None, "code": 500}})
+        'engine died'
+        >>> stream_error({"choices": []}) is None
+        True
+    """
+    error = chunk.get("error")
+    if isinstance(error, Mapping):
+        return str(error.get("message") or error)
+    if isinstance(error, str) and error:
+        return error
+    if chunk.get("object") == "error" or chunk.get("type") in ("error", "response.failed"):
+        response = chunk.get("response")
+        if isinstance(response, Mapping) and isinstance(response.get("error"), Mapping):
+            return str(response["error"].get("message") or response["error"])
+        return str(chunk.get("message") or "error event in the stream")
+    return None
 
 
 def derive_cache_salt(secret: bytes, namespace: str) -> str:
@@ -89,7 +155,8 @@ def parse_sse_line(line: str) -> dict[str, Any] | None:
 
 
 class SseUsageSniffer:
-    """Watches server-sent-event bytes go by and keeps the last ``usage`` it saw.
+    """Watches server-sent-event bytes go by; keeps the last ``usage`` and the first
+    in-stream error it saw.
 
     Example:
         >>> s = SseUsageSniffer()
@@ -101,6 +168,7 @@ class SseUsageSniffer:
     def __init__(self) -> None:
         self._buffer = b""
         self.usage: dict[str, Any] | None = None
+        self.error: str | None = None
 
     def feed(self, chunk: bytes) -> None:
         self._buffer += chunk
@@ -115,5 +183,10 @@ class SseUsageSniffer:
 
     def _line(self, raw: bytes) -> None:
         data = parse_sse_line(raw.decode("utf-8", "replace").rstrip("\r"))
-        if data is not None and isinstance(data.get("usage"), dict):
-            self.usage = data["usage"]
+        if data is None:
+            return
+        usage = chunk_usage(data)
+        if usage is not None:
+            self.usage = usage
+        if self.error is None:
+            self.error = stream_error(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_cache.keys import canonical_json
 from agent_cache.vllm._calls import CallBuilder, Prefix
-from agent_cache.vllm._dispatch import Dispatcher
+from agent_cache.vllm._dispatch import Call, Dispatcher
 from agent_cache.vllm._endpoint import Endpoint
 from agent_cache.vllm.affinity import key_covers_depth, rendezvous_order
 
@@ -29,13 +29,25 @@ class WarmupBook:
         return item
 
     def targets(self, prefix: Prefix, namespace: str | None) -> list[Endpoint]:
-        """Every available replica for a prefix too short to decide the affinity key (or
-        under round-robin); else the one rendezvous hashing ranks first."""
+        """Every available replica for a prefix too short to decide where requests go (or
+        under round-robin and least-loaded); else the one the policy ranks first."""
         with self._d.lock:
             up = [e for e in self._d.endpoints if e.breaker.available()]
         covers = key_covers_depth(prefix, depth=self._calls.depth, skip=self._calls.skip)
-        if self._policy == "round_robin" or not covers:
+        if self._policy in ("round_robin", "least_loaded") or not covers or not up:
             return up
+        if self._policy == "prefix":
+            call = self._calls.route(Call("POST", ""), prefix, namespace)
+            assert call.blocks is not None
+            with self._d.lock:
+                ranked = self._d.chooser.rank(
+                    [self._d.endpoints.index(e) for e in up],
+                    call.blocks,
+                    block_tokens=call.block_tokens,
+                    prompt_tokens=call.prompt_tokens,
+                    session=None,
+                )
+            return [self._d.endpoints[ranked[0]]]
         key = self._calls.key_for(prefix if isinstance(prefix, str) else list(prefix), namespace)
         for i in rendezvous_order(key, self._d.urls):
             if self._d.endpoints[i] in up:

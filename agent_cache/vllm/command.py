@@ -1,4 +1,11 @@
-"""The ``vllm serve`` command we recommend for prefix caching, with a reason per flag."""
+"""The ``vllm serve`` command we recommend for prefix caching, with a reason per flag.
+
+Two flags are left out on purpose: ``--enable-force-include-usage`` puts ``usage`` on
+*every* stream chunk, which LangChain then adds up (three chunks of 100 prompt tokens are
+reported as 300 input tokens); the router and the transports ask for usage on the final
+chunk with ``stream_options.include_usage`` instead. ``--block-size`` overrides the
+attention backend's choice (MLA backends need 64 or 128); it is printed only when asked for.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ def vllm_flags(
     host: str = "0.0.0.0",
     gpu_memory_utilization: float = 0.90,
     max_model_len: int | None = None,
-    block_size: int = 16,
+    block_size: int | None = None,
 ) -> list[ServeFlag]:
     """The environment, command and flags of :func:`vllm_command`, each with its reason.
 
@@ -65,21 +72,19 @@ def vllm_flags(
             "collision-safe block hashes that are reproducible across processes and languages",
         ),
         ServeFlag(
-            f"--block-size {block_size}",
-            "the block size the prefix-cache simulator and the affinity depth assume; "
-            "hits come in whole blocks",
-        ),
-        ServeFlag(
             f"--gpu-memory-utilization {gpu_memory_utilization:.2f}",
             "memory left after the weights becomes KV blocks: more blocks keep more "
             "prefixes cached",
         ),
-        ServeFlag(
-            "--enable-force-include-usage",
-            "usage on every stream even when a client does not send "
-            "stream_options.include_usage (LangChain with a custom base_url does not)",
-        ),
     ]
+    if block_size is not None:
+        flags.append(
+            ServeFlag(
+                f"--block-size {block_size}",
+                "overrides the attention backend's block size (default 16; MLA backends "
+                "force 64 or 128): only when the simulator must match a chosen size",
+            )
+        )
     if gpus > 1:
         flags.append(
             ServeFlag(
@@ -105,7 +110,7 @@ def vllm_command(
     host: str = "0.0.0.0",
     gpu_memory_utilization: float = 0.90,
     max_model_len: int | None = None,
-    block_size: int = 16,
+    block_size: int | None = None,
 ) -> str:
     """The recommended ``vllm serve`` command line, each flag preceded by its reason.
 
@@ -116,14 +121,14 @@ def vllm_command(
         host: The interface to listen on.
         gpu_memory_utilization: Share of GPU memory vLLM may use (weights + KV cache).
         max_model_len: Optional context cap.
-        block_size: KV block size in tokens.
+        block_size: KV block size in tokens; None (default) leaves it to the backend.
 
     Returns:
         A shell snippet: comment lines with the reasons, then the command.
 
     Example:
         >>> print(vllm_command("Qwen/Qwen2.5-7B-Instruct").splitlines()[-1].strip())
-        --enable-force-include-usage
+        --gpu-memory-utilization 0.90
     """
     flags = vllm_flags(
         model,

@@ -12,7 +12,13 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["PrefixCacheMetrics", "parse_prefix_cache_metrics", "parse_prometheus_text"]
+__all__ = [
+    "LoadMetrics",
+    "PrefixCacheMetrics",
+    "parse_load_metrics",
+    "parse_prefix_cache_metrics",
+    "parse_prometheus_text",
+]
 
 HITS = "vllm:prefix_cache_hits_total"
 QUERIES = "vllm:prefix_cache_queries_total"
@@ -86,3 +92,86 @@ def parse_prefix_cache_metrics(text: str) -> PrefixCacheMetrics | None:
     if _OLD_QUERIES in samples:
         return PrefixCacheMetrics(samples.get(_OLD_HITS, 0.0), samples[_OLD_QUERIES])
     return None
+
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+_OLD_KV_USAGE = "vllm:gpu_cache_usage_perc"
+CACHE_CONFIG = "vllm:cache_config_info"
+_LABEL = re.compile(r'(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class LoadMetrics:
+    """How busy one server is, and how big its KV cache is (from one ``/metrics`` page).
+
+    Attributes:
+        running: ``vllm:num_requests_running`` (in the running batch).
+        waiting: ``vllm:num_requests_waiting`` (queued: each one waits for the batch).
+        kv_usage: ``vllm:kv_cache_usage_perc``, a fraction in [0, 1].
+        num_gpu_blocks: KV blocks of the cache (``vllm:cache_config_info``), if given.
+        block_size: Tokens per block (``vllm:cache_config_info``), if given.
+
+    Example:
+        >>> LoadMetrics(running=3, waiting=1, kv_usage=0.5, num_gpu_blocks=100,
+        ...             block_size=16).capacity_tokens
+        1584
+    """
+
+    running: float
+    waiting: float
+    kv_usage: float
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+
+    @property
+    def capacity_tokens(self) -> int | None:
+        """Tokens the cache holds: ``(num_gpu_blocks - 1) * block_size`` (one block is
+        vLLM's null block), or None when the page did not say."""
+        if self.num_gpu_blocks is None or self.block_size is None:
+            return None
+        return max(0, self.num_gpu_blocks - 1) * self.block_size
+
+
+def _config_labels(text: str) -> dict[str, str]:
+    for line in text.splitlines():
+        if line.startswith(CACHE_CONFIG + "{"):
+            inner = line[len(CACHE_CONFIG) + 1 : line.rindex("}")]
+            return {m.group("k"): m.group("v") for m in _LABEL.finditer(inner)}
+    return {}
+
+
+def _int_label(labels: dict[str, str], name: str) -> int | None:
+    try:
+        return int(float(labels[name]))
+    except (KeyError, ValueError):
+        return None
+
+
+def parse_load_metrics(text: str) -> LoadMetrics | None:
+    """Running and waiting requests, KV usage and the cache size in a ``/metrics`` page.
+
+    Returns None when the page has none of the load gauges (not a vLLM server).
+
+    Example:
+        >>> page = ('vllm:num_requests_running{engine="0"} 2.0\\n'
+        ...         'vllm:num_requests_waiting{engine="0"} 5.0\\n'
+        ...         'vllm:kv_cache_usage_perc{engine="0"} 0.25\\n'
+        ...         'vllm:cache_config_info{block_size="16",num_gpu_blocks="2049"} 1.0')
+        >>> m = parse_load_metrics(page)
+        >>> m.waiting, m.kv_usage, m.capacity_tokens
+        (5.0, 0.25, 32768)
+    """
+    samples = parse_prometheus_text(text)
+    if RUNNING not in samples and WAITING not in samples:
+        return None
+    labels = _config_labels(text)
+    usage = samples.get(KV_USAGE, samples.get(_OLD_KV_USAGE, 0.0))
+    return LoadMetrics(
+        running=samples.get(RUNNING, 0.0),
+        waiting=samples.get(WAITING, 0.0),
+        kv_usage=min(1.0, max(0.0, usage)),
+        num_gpu_blocks=_int_label(labels, "num_gpu_blocks"),
+        block_size=_int_label(labels, "block_size"),
+    )

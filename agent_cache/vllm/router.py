@@ -1,10 +1,12 @@
 """``VllmRouter``: OpenAI-compatible calls over several vLLM replicas.
 
 Misses of the result cache go to vLLM. What a miss costs there depends on which replica
-gets it and on whether that replica already holds the prompt's leading KV blocks. The
-router picks the replica by prefix affinity (or round-robin), retries with backoff,
-fails over, isolates tenants with ``cache_salt`` and records the cached-token counts vLLM
-reports as the cache's KV layer.
+gets it, on whether that replica already holds the prompt's leading KV blocks, and on how
+busy it is. The router picks the replica from a prefix tree of what it sent where
+(expiring with each replica's cache capacity) weighed against live load from
+``/metrics`` and its own in-flight counts, keeps sessions on their replica, retries with
+backoff, fails over, isolates tenants with ``cache_salt`` and records the cached-token
+counts vLLM reports as the cache's KV layer.
 
 Example:
     >>> router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
@@ -27,19 +29,22 @@ import httpx
 
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
-from agent_cache.vllm._dispatch import Dispatcher, UsageSink
+from agent_cache.vllm._dispatch import Call, Dispatcher, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
-from agent_cache.vllm._protocol import parse_sse_line
+from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._warmup import Item, WarmupBook
 from agent_cache.vllm.affinity import DEFAULT_DEPTH
 from agent_cache.vllm.metrics import PrefixCacheMetrics, parse_prefix_cache_metrics
 
-__all__ = ["NAMESPACE_HEADER", "VllmRouter"]
+__all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "VllmRouter"]
 
 log = logging.getLogger("agent_cache.vllm")
 
 #: A request header the routing transport reads (and strips) to pick the namespace.
 NAMESPACE_HEADER = "x-agent-cache-namespace"
+#: A request header the routing transport reads (and strips): the request's session (a
+#: conversation, an agent run), kept on one replica while that is not overloaded.
+SESSION_HEADER = "x-agent-cache-session"
 
 
 class VllmRouter:
@@ -49,11 +54,21 @@ class VllmRouter:
 
     Args:
         endpoints: OpenAI base URLs, e.g. ``["http://gpu-1:8000/v1"]``.
-        policy: ``"affinity"`` (rendezvous hashing of the prompt's leading part, with
-            bounded load) or ``"round_robin"``.
+        policy: ``"prefix"`` (default: the replica with the cheapest expected prefill
+            given the longest prefix it was sent, plus its live load; sessions stay on
+            their replica; see :mod:`agent_cache.vllm.choice`), ``"affinity"``
+            (rendezvous hashing of the prompt's first ``affinity_depth`` characters after
+            the system messages, with bounded load), ``"least_loaded"`` or
+            ``"round_robin"``.
         model: ``model`` sent when a call does not name one (omitted when None).
         api_key: Sent as a bearer token.
-        timeout: Seconds per HTTP attempt.
+        timeout: Seconds an attempt may wait between bytes: a stream's next chunk, or the
+            whole answer of a short call (``/tokenize``, ``/health``).
+        generation_timeout: Seconds one non-streaming generation may take on one replica
+            (vLLM sends nothing before the answer is complete, so a long generation must
+            not be cut at ``timeout`` and then run again on every other replica).
+        connect_timeout: Seconds to connect; a replica that does not accept in time is
+            failed over at once.
         total_timeout: Seconds for all attempts of one call together.
         max_attempts: Attempts per call (default: number of endpoints + 2).
         backoff_initial: First backoff (seconds) once every replica was tried; doubles
@@ -66,6 +81,26 @@ class VllmRouter:
         affinity_skip: For text prompts: leading characters every prompt shares.
         load_factor: A replica may take this times its fair share of recent load.
         load_window: Recent assignments that count as load (plus those in flight).
+        load_weight: ``"prefix"``: weight of the prefill tokens estimated to be queued on
+            a replica against the request's own uncached tokens; 0 routes by cached
+            prefix alone (the bounded-load guard still spills hot prefixes).
+        prefill_rate: Prompt tokens one replica prefills per second (drains the
+            estimated queue; about 32,000 for an 8B model on an H200).
+        capacity_tokens: KV cache tokens per replica (one number, or one per endpoint),
+            which bounds what the prefix tree remembers; None: learned from
+            ``vllm:cache_config_info`` on ``/metrics`` (unbounded until then).
+        metrics_interval: Seconds between reads of every replica's ``/metrics`` (load
+            gauges, cache size) by ``"prefix"`` and ``"least_loaded"``, done by the
+            call that finds them due; None: never.
+        prefix_block_chars: Characters per router-side block (about one vLLM block).
+        chars_per_token: Characters per token, to turn text lengths into tokens.
+        kv_events: Per endpoint, the ZMQ address of its KV-event publisher (``vllm serve
+            --kv-events-config``), or None; with ``tokenizer``, ``"prefix"`` then scores
+            replicas by the prefix they announced they hold, and falls back to its tree
+            when a replica's events stop. Needs ``agent-cache[kv-events]``.
+        tokenizer: Renders and tokenizes a prompt (text, or chat messages with the
+            server's chat template) as the servers do, for matching KV events.
+        kv_block_size: The servers' KV block size (for matching KV events).
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -86,11 +121,13 @@ class VllmRouter:
         self,
         endpoints: Sequence[str],
         *,
-        policy: Literal["affinity", "round_robin"] = "affinity",
+        policy: Literal["prefix", "affinity", "least_loaded", "round_robin"] = "prefix",
         model: str | None = None,
         api_key: str | None = None,
         timeout: float = 60.0,
-        total_timeout: float = 180.0,
+        generation_timeout: float = 600.0,
+        connect_timeout: float = 5.0,
+        total_timeout: float = 900.0,
         max_attempts: int | None = None,
         backoff_initial: float = 0.1,
         backoff_max: float = 2.0,
@@ -100,6 +137,15 @@ class VllmRouter:
         affinity_skip: int = 0,
         load_factor: float = 1.25,
         load_window: int = 32,
+        load_weight: float = 1.0,
+        prefill_rate: float = 32_000.0,
+        capacity_tokens: int | Sequence[int | None] | None = None,
+        metrics_interval: float | None = 5.0,
+        prefix_block_chars: int = 64,
+        chars_per_token: float = 4.0,
+        kv_events: Sequence[str | None] | None = None,
+        tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
+        kv_block_size: int = 16,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -111,10 +157,25 @@ class VllmRouter:
             raise ConfigurationError("endpoints must be a list of base URLs, not one string")
         if affinity_depth < 0 or affinity_skip < 0:
             raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
+        if prefix_block_chars < 1 or chars_per_token <= 0:
+            raise ConfigurationError("prefix_block_chars must be >= 1, chars_per_token > 0")
+        if metrics_interval is not None and metrics_interval <= 0:
+            raise ConfigurationError("metrics_interval must be > 0 or None")
+        block_tokens = prefix_block_chars / chars_per_token
+        if capacity_tokens is None or isinstance(capacity_tokens, int):
+            capacity_blocks: int | list[int | None] | None = (
+                None if capacity_tokens is None else max(1, int(capacity_tokens / block_tokens))
+            )
+        else:
+            capacity_blocks = [
+                None if c is None else max(1, int(c / block_tokens)) for c in capacity_tokens
+            ]
         self._d = Dispatcher(
             endpoints,
             policy=policy,
             timeout=timeout,
+            generation_timeout=generation_timeout,
+            connect_timeout=connect_timeout,
             total_timeout=total_timeout,
             max_attempts=max_attempts,
             backoff_initial=backoff_initial,
@@ -126,6 +187,14 @@ class VllmRouter:
             clock=clock,
             sink=cache,
             api_key=api_key,
+            capacity_blocks=capacity_blocks,
+            text_block_tokens=block_tokens,
+            load_weight=load_weight,
+            prefill_rate=prefill_rate,
+            metrics_interval=metrics_interval,
+            metrics_timeout=health_timeout,
+            kv_events=kv_events,
+            kv_block_size=kv_block_size,
         )
         self.policy = policy
         self.health_timeout = health_timeout
@@ -135,6 +204,9 @@ class VllmRouter:
             secret=secret.encode("utf-8") if isinstance(secret, str) else bytes(secret),
             depth=affinity_depth,
             skip=affinity_skip,
+            block_chars=prefix_block_chars,
+            chars_per_token=chars_per_token,
+            tokenizer=tokenizer,
         )
         self._warmups = WarmupBook(self._d, self._calls, policy)
         self._client = client
@@ -171,7 +243,11 @@ class VllmRouter:
         return self._calls.key_for(prompt, namespace)
 
     def pick(
-        self, prompt: str | Sequence[Message] | Sequence[int], namespace: str | None = None
+        self,
+        prompt: str | Sequence[Message] | Sequence[int],
+        namespace: str | None = None,
+        *,
+        session_id: str | None = None,
     ) -> str | None:
         """The endpoint the policy sends ``prompt`` to now (counted as one assignment).
 
@@ -182,7 +258,9 @@ class VllmRouter:
             >>> VllmRouter(["http://h:8000/v1"]).pick("hello")
             'http://h:8000/v1'
         """
-        ep = self._d.pick(self.key_for(prompt, namespace))
+        call = Call("POST", "", key=self.key_for(prompt, namespace))
+        self._calls.route(call, prompt, namespace, None, session_id)
+        ep = self._d.pick(call)
         return ep.base_url if ep else None
 
     def stats(self) -> dict[str, EndpointStats]:
@@ -217,6 +295,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """One chat completion; returns the response body (with ``usage``).
@@ -227,8 +306,15 @@ class VllmRouter:
             namespace: Tenant; sets a per-namespace ``cache_salt`` (requests of different
                 namespaces never share KV blocks). None: no salt.
             extra_body: vLLM extras merged into the body (``top_k``, ``priority``,
-                ``structured_outputs``, ``cache_salt``, ...).
-            affinity_key: Route by this key instead of the prompt's leading part.
+                ``structured_outputs``, ``cache_salt``, ...). ``priority`` (lower runs
+                first) needs ``vllm serve --scheduling-policy priority``, else any
+                non-zero value is a 400; it orders the queue only and does not decide
+                what stays in the prefix cache (vLLM issue #47802).
+            affinity_key: Route by this key instead of the prompt's leading part (under
+                ``"prefix"``: keep requests with this key on one replica, as a session).
+            session_id: A conversation or agent run: its requests stay on one replica
+                while that replica is not overloaded, so each turn reuses the previous
+                turn's blocks (``"prefix"`` policy).
             **params: OpenAI parameters (``max_tokens``, ``temperature``, ...).
 
         Returns:
@@ -242,7 +328,9 @@ class VllmRouter:
             >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
             {'id': ..., 'choices': [...], 'usage': {...}}
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, False, session_id
+        )
         resp, ep = self._d.send(self._sync(), call)
         return json_body(resp, ep)
 
@@ -254,6 +342,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """One text completion (``/v1/completions``); returns the response body.
@@ -262,7 +351,7 @@ class VllmRouter:
             >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
         """
         call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False
+            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
         resp, ep = self._d.send(self._sync(), call)
         return json_body(resp, ep)
@@ -275,6 +364,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> Iterator[dict[str, Any]]:
         """Stream a chat completion; yields the parsed chunks.
@@ -282,11 +372,18 @@ class VllmRouter:
         ``stream_options.include_usage`` is set, so the last chunk (``choices: []``)
         carries ``usage``. Retries and failover happen before the first chunk only.
 
+        Raises:
+            BackendError: Every attempt failed before the stream began, the connection
+                broke, or vLLM sent an error event inside the stream after HTTP 200
+                (``data: {"error": ...}``); the last two count as the replica's failure.
+
         Example:
             >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
             ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, True, session_id
+        )
         resp, ep = self._d.send(self._sync(), call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
@@ -297,8 +394,11 @@ class VllmRouter:
                 chunk = parse_sse_line(line)
                 if chunk is None:
                     continue
-                if isinstance(chunk.get("usage"), dict):
-                    usage = chunk["usage"]
+                problem = stream_error(chunk)
+                if problem is not None:
+                    failed = True
+                    raise _stream_failed(ep, problem)
+                usage = chunk_usage(chunk) or usage
                 yield chunk
         except httpx.HTTPError as exc:
             failed = True
@@ -313,16 +413,26 @@ class VllmRouter:
         *,
         model: str | None = None,
         add_special_tokens: bool | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool | None = None,
     ) -> list[int]:
         """Token ids from vLLM's ``/tokenize`` (at the server root), for prefix checks.
 
-        A chat prompt is rendered with the server's chat template first, as vLLM would.
+        A chat prompt is rendered with the server's chat template first, as vLLM would,
+        with the same ``tools`` and ``chat_template_kwargs`` the generation request
+        carries (both change the rendered prompt, and so its prefix).
 
         Example:
             >>> router.tokenize("Hello world")  # doctest: +SKIP
             [9906, 1917]
         """
-        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        call = self._calls.tokenize(
+            prompt,
+            model,
+            add_special_tokens,
+            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
+        )
         resp, ep = self._d.send(self._sync(), call)
         return token_ids(json_body(resp, ep), ep)
 
@@ -419,7 +529,9 @@ class VllmRouter:
             return 0
 
     def close(self) -> None:
-        """Close the sync client if the router created it (a passed-in one stays open)."""
+        """Close the sync client if the router created it (a passed-in one stays open),
+        and stop the KV-event subscribers."""
+        self._d.close_events()
         if self._client is not None and self._owns_client:
             self._client.close()
             self._client = None
@@ -444,6 +556,7 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`chat` (``httpx.AsyncClient``).
@@ -451,7 +564,9 @@ class VllmRouter:
         Example:
             >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
         """
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, False)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, False, session_id
+        )
         resp, ep = await self._d.asend(self._async(), call)
         return json_body(resp, ep)
 
@@ -463,11 +578,12 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`complete`."""
         call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False
+            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
         resp, ep = await self._d.asend(self._async(), call)
         return json_body(resp, ep)
@@ -480,10 +596,13 @@ class VllmRouter:
         namespace: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
         affinity_key: str | bytes | None = None,
+        session_id: str | None = None,
         **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """Async twin of :meth:`stream_chat`."""
-        call = self._calls.chat(messages, model, namespace, extra_body, affinity_key, params, True)
+        call = self._calls.chat(
+            messages, model, namespace, extra_body, affinity_key, params, True, session_id
+        )
         resp, ep = await self._d.asend(self._async(), call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
@@ -494,8 +613,11 @@ class VllmRouter:
                 chunk = parse_sse_line(line)
                 if chunk is None:
                     continue
-                if isinstance(chunk.get("usage"), dict):
-                    usage = chunk["usage"]
+                problem = stream_error(chunk)
+                if problem is not None:
+                    failed = True
+                    raise _stream_failed(ep, problem)
+                usage = chunk_usage(chunk) or usage
                 yield chunk
         except httpx.HTTPError as exc:
             failed = True
@@ -510,9 +632,17 @@ class VllmRouter:
         *,
         model: str | None = None,
         add_special_tokens: bool | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        add_generation_prompt: bool | None = None,
     ) -> list[int]:
         """Async twin of :meth:`tokenize`."""
-        call = self._calls.tokenize(prompt, model, add_special_tokens)
+        call = self._calls.tokenize(
+            prompt,
+            model,
+            add_special_tokens,
+            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
+        )
         resp, ep = await self._d.asend(self._async(), call)
         return token_ids(json_body(resp, ep), ep)
 
@@ -599,13 +729,16 @@ class VllmRouter:
         await self.aclose()
 
     # ------------------------------------------------------------------ frameworks
-    def httpx_client(self, *, namespace: str | None = None, **kwargs: Any) -> httpx.Client:
+    def httpx_client(
+        self, *, namespace: str | None = None, session_id: str | None = None, **kwargs: Any
+    ) -> httpx.Client:
         """An ``httpx.Client`` whose requests go through this router.
 
         Give it to a framework's OpenAI client, with any of the endpoints (or any URL
         ending in the same ``/v1`` path) as the base URL: every request is re-targeted to
         the replica the router picks, retried and failed over, gets ``cache_salt`` for
-        ``namespace`` (or the ``x-agent-cache-namespace`` header), and streams get
+        ``namespace`` (or the ``x-agent-cache-namespace`` header), keeps ``session_id``
+        (or the ``x-agent-cache-session`` header) on one replica, and streams get
         ``stream_options.include_usage``. The caller owns the returned client; closing
         it leaves the router open.
 
@@ -617,10 +750,13 @@ class VllmRouter:
         from agent_cache.vllm.transport import RoutingTransport
 
         kwargs.setdefault("timeout", self._d.total_timeout)
-        return httpx.Client(transport=RoutingTransport(self, namespace=namespace), **kwargs)
+        return httpx.Client(
+            transport=RoutingTransport(self, namespace=namespace, session_id=session_id),
+            **kwargs,
+        )
 
     def async_httpx_client(
-        self, *, namespace: str | None = None, **kwargs: Any
+        self, *, namespace: str | None = None, session_id: str | None = None, **kwargs: Any
     ) -> httpx.AsyncClient:
         """Async twin of :meth:`httpx_client` (for ``http_async_client=``).
 
@@ -632,7 +768,8 @@ class VllmRouter:
 
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.AsyncClient(
-            transport=AsyncRoutingTransport(self, namespace=namespace), **kwargs
+            transport=AsyncRoutingTransport(self, namespace=namespace, session_id=session_id),
+            **kwargs,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -643,3 +780,21 @@ class VllmRouter:
                     ep.needs_warmup = True
             else:
                 ep.breaker.trip()
+
+
+def _stream_failed(ep: Endpoint, problem: str) -> BackendError:
+    return BackendError(
+        f"stream from {ep.base_url} failed after HTTP 200: {problem}", endpoint=ep.base_url
+    )
+
+
+def _chat_fields(
+    tools: Sequence[Mapping[str, Any]] | None,
+    template_kwargs: Mapping[str, Any] | None,
+    add_generation_prompt: bool | None,
+) -> dict[str, Any]:
+    return {
+        "tools": [dict(t) for t in tools] if tools is not None else None,
+        "chat_template_kwargs": dict(template_kwargs) if template_kwargs is not None else None,
+        "add_generation_prompt": add_generation_prompt,
+    }

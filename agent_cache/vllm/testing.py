@@ -1,11 +1,17 @@
 """A fake of vLLM's OpenAI-compatible server for tests: in-process or on loopback.
 
-It implements the fields the router depends on, the way vLLM documents them:
+It implements the fields the router depends on, the way vLLM's code handles them:
 ``usage.prompt_tokens_details.cached_tokens`` computed by the prefix-cache simulator
-(``null`` when zero, as vLLM sends it, or missing / 0 on request), ``cache_salt``,
-``stream_options.include_usage`` (a final ``choices: []`` chunk), ``/health``,
-``/metrics`` (``vllm:prefix_cache_{hits,queries}_total``) and ``/tokenize`` at the server
-root. It can be told to fail (any status), hang or die.
+(``null`` when zero, as vLLM sends it, or missing / 0 on request), ``cache_salt``
+(validated: a non-empty string), ``stream_options.include_usage`` (a final
+``choices: []`` chunk; the other chunks carry no ``usage`` key; ``stream_options``
+without ``stream: true`` is a 400), ``/v1/responses`` (usage as ``input_tokens`` /
+``input_tokens_details``), ``/health``, ``/metrics`` (``vllm:prefix_cache_{hits,queries}_total``,
+``vllm:num_requests_{running,waiting}``, ``vllm:kv_cache_usage_perc``,
+``vllm:cache_config_info``) and ``/tokenize`` at the server root. Errors have vLLM's
+current shape, ``{"error": {"message", "type", "param", "code"}}``. It can be told to
+fail (any status), hang, die, or fail in the middle of a stream after HTTP 200 (vLLM
+then sends ``data: {"error": ...}`` and ``data: [DONE]``).
 
 Example:
     >>> fake = FakeVllm("a")
@@ -32,7 +38,14 @@ import httpx
 
 from agent_cache.prompt.simulator import PrefixCacheSimulator
 
-__all__ = ["FakeRequest", "FakeVllm", "FakeVllmServer", "Hang", "mock_transport"]
+__all__ = [
+    "FakeRequest",
+    "FakeVllm",
+    "FakeVllmServer",
+    "Hang",
+    "KvEventPublisher",
+    "mock_transport",
+]
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 BOS = 1
@@ -73,6 +86,8 @@ class FakeVllm:
             or ``"zero"`` (newer ``main``).
         model: The served model id.
         answer: The reply text (default ``"Hello from NAME."``).
+        kv_events: Publishes the simulated cache's ``BlockStored`` / ``BlockRemoved``
+            events after each request, as ``--kv-events-config`` does.
 
     Example:
         >>> fake = FakeVllm("gpu-1")
@@ -91,6 +106,7 @@ class FakeVllm:
         zero_cached: Literal["null", "missing", "zero"] = "null",
         model: str = "fake-model",
         answer: str | None = None,
+        kv_events: KvEventPublisher | None = None,
     ) -> None:
         self.name = name
         self.model = model
@@ -98,11 +114,17 @@ class FakeVllm:
         self.prompt_tokens_details = prompt_tokens_details
         self.zero_cached = zero_cached
         self.sim = PrefixCacheSimulator(block_size, capacity_blocks)
+        self.kv_events = kv_events
+        if kv_events is not None:
+            self.sim.events = []
         self.requests: list[FakeRequest] = []
         self.dead = False
         self.engine_dead = False
         self._faults: list[tuple[str, float]] = []  # ("status", code) | ("hang", seconds)
+        self._stream_faults: list[int] = []  # chunks sent before an in-stream error
         self._lock = threading.Lock()
+        self.running = 0  # reported as vllm:num_requests_running (tests set them)
+        self.waiting = 0  # reported as vllm:num_requests_waiting
 
     # ------------------------------------------------------------------ control
     def fail(self, status: int = 503, times: int = 1) -> None:
@@ -115,6 +137,22 @@ class FakeVllm:
         with self._lock:
             self._faults.extend([("hang", seconds)] * times)
 
+    def slow(self, seconds: float, times: int = 1) -> None:
+        """The next ``times`` API requests take ``seconds`` to answer (a long generation).
+
+        Over a mock transport nothing sleeps: a request whose read timeout is shorter
+        than ``seconds`` gets ``ReadTimeout``, any other is answered at once.
+        """
+        with self._lock:
+            self._faults.extend([("slow", seconds)] * times)
+
+    def fail_stream(self, after: int = 1, times: int = 1) -> None:
+        """The next ``times`` streams answer HTTP 200, send ``after`` chunks, then an
+        error event (``data: {"error": ...}``) and ``[DONE]``, as vLLM does when the
+        engine fails during generation."""
+        with self._lock:
+            self._stream_faults.extend([after] * times)
+
     def die(self) -> None:
         """Refuse every connection (a mock transport raises ConnectError)."""
         self.dead = True
@@ -124,8 +162,8 @@ class FakeVllm:
         self.dead = False
 
     def api_requests(self) -> list[FakeRequest]:
-        """Requests to completion endpoints (not health, metrics, tokenize)."""
-        return [r for r in self.requests if r.path.endswith("completions")]
+        """Requests to generation endpoints (not health, metrics, tokenize)."""
+        return [r for r in self.requests if r.path.endswith(("completions", "/responses"))]
 
     def next_fault(self, path: str) -> tuple[str, float] | None:
         """The next injected fault for an API request to ``path`` (consumed), if any."""
@@ -142,9 +180,21 @@ class FakeVllm:
         return ([BOS] if bos else []) + ids
 
     @staticmethod
-    def render(messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """A ChatML-style chat template."""
-        text = "".join(
+    def render(
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Any = None,
+        template_kwargs: Any = None,
+    ) -> str:
+        """A ChatML-style chat template (tools and template kwargs rendered first, as
+        tool-aware templates do)."""
+        head = ""
+        if tools:
+            head += f"<|im_start|>tools\n{json.dumps(tools, sort_keys=True)}<|im_end|>\n"
+        if template_kwargs:
+            head += f"<|im_start|>kwargs\n{json.dumps(template_kwargs, sort_keys=True)}<|im_end|>\n"
+        text = head + "".join(
             f"<|im_start|>{m.get('role', 'user')}\n{m.get('content') or ''}<|im_end|>\n"
             for m in messages
         )
@@ -174,13 +224,30 @@ class FakeVllm:
         if isinstance(limit, int):
             words = words[: max(1, limit)]
         salt = body.get("cache_salt") if isinstance(body.get("cache_salt"), str) else None
+        # the answer's tokens as the next turn's template renders them (answer + end tag)
+        out = self.tokenize_text(" ".join(words) + "<|im_end|>", bos=False)
         with self._lock:
-            cached = self.sim.run(prompt, salt=salt, output_tokens=len(words))
+            cached = self.sim.run(prompt, salt=salt, output_token_ids=out)
+            if self.kv_events is not None and self.sim.events is not None:
+                self.kv_events.publish_sim_events(self.sim.events, self.sim.block_size, salt)
+                self.sim.events.clear()
         return words, self._usage(prompt, len(words), cached)
 
     # ------------------------------------------------------------------ HTTP
-    def respond(self, method: str, path: str, headers: Mapping[str, str], raw: bytes) -> Reply:
+    def respond(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        raw: bytes,
+        *,
+        read_timeout: float | None = None,
+    ) -> Reply:
         """Record and answer one HTTP request.
+
+        Args:
+            read_timeout: The client's read timeout, when known (a slow answer longer
+                than it is a timeout).
 
         Raises:
             Hang: The request should stall for ``Hang.seconds`` (an injected hang).
@@ -198,7 +265,13 @@ class FakeVllm:
             kind, value = fault
             if kind == "hang":
                 raise Hang(value)
-            return _json(int(value), {"object": "error", "message": "injected", "code": int(value)})
+            if kind == "slow":
+                if read_timeout is not None and read_timeout < value:
+                    raise Hang(value)
+                if read_timeout is None:  # a real server really takes its time
+                    time.sleep(value)
+            else:
+                return _error(int(value), "injected")
         if method == "GET" and path == "/health":
             return (503 if self.engine_dead else 200), {}, b""
         if method == "GET" and path == "/metrics":
@@ -208,7 +281,13 @@ class FakeVllm:
         if method == "POST" and isinstance(body, dict):
             if path == "/tokenize":
                 tokens = (
-                    self.tokenize_text(self.render(body["messages"]))
+                    self.tokenize_text(
+                        self.render(
+                            body["messages"],
+                            tools=body.get("tools"),
+                            template_kwargs=body.get("chat_template_kwargs"),
+                        )
+                    )
                     if "messages" in body
                     else self.tokenize_text(str(body.get("prompt", "")))
                 )
@@ -221,16 +300,28 @@ class FakeVllm:
                         "token_strs": None,
                     },
                 )
+            if path.endswith(("completions", "/responses")):
+                problem = _validate(body)
+                if problem is not None:
+                    return _error(400, problem)
             if path == "/v1/chat/completions" and isinstance(body.get("messages"), list):
                 return self._chat(body)
             if path == "/v1/completions" and isinstance(body.get("prompt"), str):
                 return self._completion(body)
-            if path.endswith("completions"):
-                return _json(400, {"object": "error", "message": "bad request", "code": 400})
+            if path == "/v1/responses" and isinstance(body.get("input"), str | list):
+                return self._responses(body)
+            if path.endswith(("completions", "/responses")):
+                return _error(400, "bad request")
         return _json(404, {"detail": "Not Found"})
 
     def _chat(self, body: Mapping[str, Any]) -> Reply:
-        prompt = self.tokenize_text(self.render(body["messages"]))
+        prompt = self.tokenize_text(
+            self.render(
+                body["messages"],
+                tools=body.get("tools"),
+                template_kwargs=body.get("chat_template_kwargs"),
+            )
+        )
         words, usage = self._generate(prompt, body)
         created = int(time.time())
         base = {"id": "chatcmpl-fake", "created": created, "model": body.get("model") or self.model}
@@ -255,13 +346,11 @@ class FakeVllm:
                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
                 }
             )
-            if include:
-                for c in chunks:
-                    c["usage"] = None
+            if include:  # vLLM: usage only on the final chunk (exclude_unset elsewhere)
                 chunks.append(
                     {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
                 )
-            return _sse(chunks)
+            return _sse(self._maybe_break(chunks))
         return _json(
             200,
             {
@@ -277,6 +366,67 @@ class FakeVllm:
                 ],
             },
         )
+
+    def _maybe_break(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Cut the stream after the injected number of chunks and append vLLM's error
+        event (``create_streaming_error_response``), if a stream fault is queued."""
+        with self._lock:
+            after = self._stream_faults.pop(0) if self._stream_faults else None
+        if after is None:
+            return chunks
+        error = _error_body(500, "engine failed during generation", "InternalServerError")
+        return chunks[:after] + [error]
+
+    def _responses(self, body: Mapping[str, Any]) -> Reply:
+        """``/v1/responses``: ``instructions`` then ``input`` (a text or message items)."""
+        items = body["input"]
+        messages: list[dict[str, Any]] = []
+        if isinstance(body.get("instructions"), str):
+            messages.append({"role": "system", "content": body["instructions"]})
+        if isinstance(items, str):
+            messages.append({"role": "user", "content": items})
+        else:
+            messages.extend(
+                {"role": m.get("role", "user"), "content": _item_text(m.get("content"))}
+                for m in items
+                if isinstance(m, Mapping)
+            )
+        prompt = self.tokenize_text(self.render(messages))
+        words, usage = self._generate(prompt, body)
+        details = usage.get("prompt_tokens_details") or {}
+        resp_usage = {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": details.get("cached_tokens") or 0},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["total_tokens"],
+        }
+        response = {
+            "id": "resp_fake",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": body.get("model") or self.model,
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": " ".join(words)}],
+                }
+            ],
+            "usage": resp_usage,
+        }
+        if body.get("stream"):
+            events: list[dict[str, Any]] = [
+                {"type": "response.created", "response": {**response, "usage": None}},
+                *(
+                    {"type": "response.output_text.delta", "delta": (" " if i else "") + w}
+                    for i, w in enumerate(words)
+                ),
+                {"type": "response.completed", "response": response},
+            ]
+            return _sse(self._maybe_break(events), done=False)
+        return _json(200, response)
 
     def _completion(self, body: Mapping[str, Any]) -> Reply:
         prompt = self.tokenize_text(str(body["prompt"]))
@@ -294,8 +444,15 @@ class FakeVllm:
         )
 
     def metrics_text(self) -> str:
-        """The prefix-cache counters in Prometheus text format."""
+        """Prefix-cache counters, load gauges and the cache config, in Prometheus text."""
         labels = f'engine="0",model_name="{self.model}"'
+        cap = self.sim.capacity_blocks
+        usage = self.sim.used_blocks / (cap - 1) if cap else 0.0
+        info = (
+            f'block_size="{self.sim.block_size}",enable_prefix_caching="True",'
+            f'num_gpu_blocks="{cap if cap is not None else "None"}",'
+            'prefix_caching_hash_algo="sha256_cbor",engine="0"'
+        )
         return (
             "# HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of "
             "queried tokens.\n"
@@ -306,16 +463,51 @@ class FakeVllm:
             "# TYPE vllm:prefix_cache_hits counter\n"
             f"vllm:prefix_cache_hits_total{{{labels}}} {float(self.sim.hits)}\n"
             "# TYPE vllm:num_requests_running gauge\n"
-            f"vllm:num_requests_running{{{labels}}} 0.0\n"
+            f"vllm:num_requests_running{{{labels}}} {float(self.running)}\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{{{labels}}} {float(self.waiting)}\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            f"vllm:kv_cache_usage_perc{{{labels}}} {usage}\n"
+            "# TYPE vllm:cache_config_info gauge\n"
+            f"vllm:cache_config_info{{{info}}} 1.0\n"
         )
+
+
+def _validate(body: Mapping[str, Any]) -> str | None:
+    """vLLM's request validators for the fields the router sets (a 400 when they fail)."""
+    salt = body.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 1024):
+        return "Parameter 'cache_salt' must be a non-empty string if provided."
+    if body.get("stream_options") is not None and not body.get("stream"):
+        return "Stream options can only be defined when `stream=True`."
+    return None
+
+
+def _item_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
+    return ""
+
+
+def _error_body(status: int, message: str, kind: str = "BadRequestError") -> dict[str, Any]:
+    """vLLM's ``ErrorResponse``: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def _error(status: int, message: str) -> Reply:
+    kind = "BadRequestError" if status < 500 else "InternalServerError"
+    return _json(status, _error_body(status, message, kind))
 
 
 def _json(status: int, data: Any) -> Reply:
     return status, {"content-type": "application/json"}, json.dumps(data).encode()
 
 
-def _sse(chunks: Sequence[Mapping[str, Any]]) -> Reply:
-    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+def _sse(chunks: Sequence[Mapping[str, Any]], *, done: bool = True) -> Reply:
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    body += "data: [DONE]\n\n" if done else ""
     return 200, {"content-type": "text/event-stream"}, body.encode()
 
 
@@ -335,8 +527,13 @@ def mock_transport(fakes: Mapping[str, FakeVllm]) -> httpx.MockTransport:
         if fake is None or fake.dead:
             raise httpx.ConnectError(f"connection refused: {netloc}", request=request)
         try:
+            timeouts = request.extensions.get("timeout") or {}
             status, headers, content = fake.respond(
-                request.method, request.url.path, dict(request.headers), request.read()
+                request.method,
+                request.url.path,
+                dict(request.headers),
+                request.read(),
+                read_timeout=timeouts.get("read"),
             )
         except Hang as exc:
             raise httpx.ReadTimeout(f"{netloc} hung", request=request) from exc
@@ -426,7 +623,7 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
                 status, headers, content = fake.respond(self.command, path, headers_in, raw)
             except Hang as exc:
                 time.sleep(exc.seconds)
-                status, headers, content = _json(504, {"object": "error", "message": "hung"})
+                status, headers, content = _error(504, "hung")
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -441,3 +638,122 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
         do_POST = _serve
 
     return Handler
+
+
+class KvEventPublisher:
+    """Publishes KV events the way vLLM's ``ZmqEventPublisher`` does: a ZMQ PUB socket,
+    multipart ``(topic, 8-byte big-endian sequence, msgpack EventBatch)``, the events
+    being msgspec structs of ``vllm/distributed/kv_events.py``'s schema (tagged by
+    class name; ``array_like`` as some vLLM releases declared them, or maps).
+
+    Needs ``pyzmq`` and ``msgspec``. Nothing binds before :meth:`bind`.
+
+    Example:
+        >>> pub = KvEventPublisher().bind("tcp://127.0.0.1:*")  # doctest: +SKIP
+        >>> pub.endpoint  # doctest: +SKIP
+        'tcp://127.0.0.1:49152'
+    """
+
+    def __init__(self, *, topic: str = "", array_like: bool = False) -> None:
+        self.topic = topic
+        self.array_like = array_like
+        self.endpoint: str | None = None
+        self.paused = False  # drop events (a publisher that stopped)
+        self._seq = 0
+        self._sock: Any = None
+        self._types: Any = None
+
+    def bind(self, endpoint: str = "tcp://127.0.0.1:*") -> KvEventPublisher:
+        import zmq
+
+        self._sock = zmq.Context.instance().socket(zmq.PUB)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.bind(endpoint)
+        self.endpoint = self._sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        return self
+
+    def _schema(self) -> Any:
+        if self._types is None:
+            import msgspec
+
+            opts: dict[str, Any] = {"omit_defaults": True, "tag": True}
+            if self.array_like:
+                opts["array_like"] = True
+
+            class BlockStored(msgspec.Struct, **opts):
+                block_hashes: list[int]
+                parent_block_hash: int | None
+                token_ids: list[int]
+                block_size: int
+                lora_id: int | None
+                medium: str | None
+                lora_name: str | None = None
+                extra_keys: list[tuple[Any, ...] | None] | None = None
+
+            class BlockRemoved(msgspec.Struct, **opts):
+                block_hashes: list[int]
+                medium: str | None
+
+            class AllBlocksCleared(msgspec.Struct, **opts):
+                pass
+
+            batch_opts: dict[str, Any] = {"omit_defaults": True}
+            if self.array_like:
+                batch_opts["array_like"] = True
+
+            class KVEventBatch(msgspec.Struct, **batch_opts):
+                ts: float
+                events: list[BlockStored | BlockRemoved | AllBlocksCleared]
+                data_parallel_rank: int | None = None
+
+            self._types = (BlockStored, BlockRemoved, AllBlocksCleared, KVEventBatch)
+        return self._types
+
+    def publish(self, events: Sequence[Any]) -> None:
+        """Send one batch of schema structs (see :meth:`publish_sim_events`)."""
+        if self.paused or self._sock is None:
+            return
+        import msgspec
+
+        batch = self._schema()[3](ts=time.time(), events=list(events))
+        payload = msgspec.msgpack.encode(batch)
+        self._sock.send_multipart((self.topic.encode(), self._seq.to_bytes(8, "big"), payload))
+        self._seq += 1
+
+    def publish_sim_events(
+        self, events: Sequence[tuple[Any, ...]], block_size: int, salt: str | None = None
+    ) -> None:
+        """Publish a simulator's recorded events (one ``BlockStored`` per block, the
+        ``cache_salt`` in block 0's ``extra_keys``, as vLLM announces them)."""
+        stored, removed, cleared = self._schema()[:3]
+        out: list[Any] = []
+        for e in events:
+            if e[0] == "stored":
+                _, h, parent, tokens = e
+                extra = [(salt,)] if parent is None and salt else None
+                out.append(
+                    stored(
+                        block_hashes=[h],
+                        parent_block_hash=parent,
+                        token_ids=list(tokens),
+                        block_size=block_size,
+                        lora_id=None,
+                        medium="GPU",
+                        extra_keys=extra,
+                    )
+                )
+            elif e[0] == "removed":
+                out.append(removed(block_hashes=[e[1]], medium="GPU"))
+            elif e[0] == "cleared":
+                out.append(cleared())
+        if out:
+            self.publish(out)
+
+    def clear_all(self) -> None:
+        """Announce ``AllBlocksCleared`` (a cache reset)."""
+        self.publish([self._schema()[2]()])
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None

@@ -7,9 +7,13 @@ usage carry vLLM's cached tokens); the transport only decides where each request
 
 * the request path is re-based onto the chosen replica (``/v1/chat/completions`` under its
   API base; anything outside the API base, such as ``/health``, under its server root);
-* JSON completion bodies get ``cache_salt`` for the namespace (from the transport or the
-  ``x-agent-cache-namespace`` header) and, when streaming, ``stream_options.include_usage``;
-* retries, failover and breakers are the router's; usage is recorded as it streams by.
+* JSON generation bodies (``/chat/completions``, ``/completions``, ``/responses``) get
+  ``cache_salt`` for the namespace (from the transport or the ``x-agent-cache-namespace``
+  header) and are routed by their prompt; chat and text completion streams get
+  ``stream_options.include_usage``, and a non-streaming body loses ``stream_options``
+  (vLLM rejects it there);
+* retries, failover and breakers are the router's; usage is recorded as it streams by,
+  and an error event inside a stream after HTTP 200 counts as the replica's failure.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import httpx
 
 from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._endpoint import Endpoint
-from agent_cache.vllm._protocol import HOP_HEADERS, SseUsageSniffer
+from agent_cache.vllm._protocol import HOP_HEADERS, SseUsageSniffer, is_generation_path
 
 if TYPE_CHECKING:
     from agent_cache.vllm.router import VllmRouter
@@ -35,16 +39,22 @@ _DROP_REQUEST_HEADERS = frozenset(
 
 
 def _to_call(
-    router: VllmRouter, request: httpx.Request, body: bytes, namespace: str | None
+    router: VllmRouter,
+    request: httpx.Request,
+    body: bytes,
+    namespace: str | None,
+    session_id: str | None = None,
 ) -> Call:
     """Turn a framework's request into a router call (pure: no I/O)."""
-    from agent_cache.vllm.router import NAMESPACE_HEADER
+    from agent_cache.vllm.router import NAMESPACE_HEADER, SESSION_HEADER
 
     ns = request.headers.get(NAMESPACE_HEADER) or namespace
+    session = request.headers.get(SESSION_HEADER) or session_id
     headers = {
         k: v
         for k, v in request.headers.items()
-        if k.lower() not in _DROP_REQUEST_HEADERS and k.lower() != NAMESPACE_HEADER
+        if k.lower() not in _DROP_REQUEST_HEADERS
+        and k.lower() not in (NAMESPACE_HEADER, SESSION_HEADER)
     }
     path = request.url.path
     rel, root = path, True
@@ -56,8 +66,7 @@ def _to_call(
         request.method, rel, root=root, headers=headers, params=request.url.query.decode("ascii")
     )
     data: Any = None
-    is_completion = not root and rel.rstrip("/").endswith("completions")
-    if is_completion and body and request.method == "POST":
+    if not root and is_generation_path(rel) and body and request.method == "POST":
         try:
             data = json.loads(body)
         except ValueError:
@@ -67,23 +76,54 @@ def _to_call(
         return call
     if ns is not None:
         data.setdefault("cache_salt", router.cache_salt(ns))
+    responses = rel.rstrip("/").endswith("responses")
     if data.get("stream") is True:
         call.stream = True
-        options = dict(data.get("stream_options") or {})
-        options.setdefault("include_usage", True)
-        data["stream_options"] = options
+        if not responses:  # the Responses API puts usage in response.completed
+            options = dict(data.get("stream_options") or {})
+            options.setdefault("include_usage", True)
+            data["stream_options"] = options
+    else:
+        data.pop("stream_options", None)
     call.body = data
-    if isinstance(data.get("messages"), list):
-        call.key = router.key_for(data["messages"], ns)
+    prompt: Any = None
+    if responses:
+        prompt = _responses_messages(data)
+    elif isinstance(data.get("messages"), list):
+        prompt = data["messages"]
     elif isinstance(data.get("prompt"), str):
-        call.key = router.key_for(data["prompt"], ns)
+        prompt = data["prompt"]
     elif isinstance(data.get("prompt"), list) and data["prompt"]:
         first = data["prompt"][0]
         if isinstance(first, str):
-            call.key = router.key_for(first, ns)
+            prompt = first
         elif isinstance(first, int):
-            call.key = router.key_for([int(t) for t in data["prompt"]], ns)
+            prompt = [int(t) for t in data["prompt"]]
+    if prompt is not None:
+        call.key = router.key_for(prompt, ns)
+        router._calls.route(call, prompt, ns, data.get("tools"), session)
     return call
+
+
+def _responses_messages(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API body as chat messages: ``instructions`` as the system message,
+    then ``input`` (a text, or message items)."""
+    out: list[dict[str, Any]] = []
+    if isinstance(data.get("instructions"), str):
+        out.append({"role": "system", "content": data["instructions"]})
+    items = data.get("input")
+    if isinstance(items, str):
+        out.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        for item in items:
+            if isinstance(item, dict):
+                out.append(
+                    {
+                        "role": item.get("role", item.get("type", "")),
+                        "content": item.get("content", item.get("output", "")),
+                    }
+                )
+    return out
 
 
 def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
@@ -113,7 +153,8 @@ class _Relay(httpx.SyncByteStream):
             self._done = True
             self._resp.close()
             self._sniffer.close()
-            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=self._failed)
+            failed = self._failed or self._sniffer.error is not None
+            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=failed)
 
 
 class _AsyncRelay(httpx.AsyncByteStream):
@@ -137,7 +178,8 @@ class _AsyncRelay(httpx.AsyncByteStream):
             self._done = True
             await self._resp.aclose()
             self._sniffer.close()
-            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=self._failed)
+            failed = self._failed or self._sniffer.error is not None
+            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=failed)
 
 
 class RoutingTransport(httpx.BaseTransport):
@@ -148,17 +190,26 @@ class RoutingTransport(httpx.BaseTransport):
     Args:
         router: The router.
         namespace: Default namespace (``cache_salt``) for its requests.
+        session_id: Default session (a conversation, an agent run) for its requests;
+            the ``x-agent-cache-session`` header of a request wins.
 
     Example:
         >>> client = httpx.Client(transport=RoutingTransport(router))  # doctest: +SKIP
     """
 
-    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        router: VllmRouter,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
         self.router = router
         self.namespace = namespace
+        self.session_id = session_id
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        call = _to_call(self.router, request, request.read(), self.namespace)
+        call = _to_call(self.router, request, request.read(), self.namespace, self.session_id)
         resp, ep = self.router._d.send(self.router._sync(), call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(
@@ -171,13 +222,20 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
     """Async twin of :class:`RoutingTransport` (made by
     :meth:`VllmRouter.async_httpx_client`)."""
 
-    def __init__(self, router: VllmRouter, *, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        router: VllmRouter,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
         self.router = router
         self.namespace = namespace
+        self.session_id = session_id
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        call = _to_call(self.router, request, body, self.namespace)
+        call = _to_call(self.router, request, body, self.namespace, self.session_id)
         resp, ep = await self.router._d.asend(self.router._async(), call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(

@@ -89,8 +89,9 @@ def test_code_namespace_is_case_sensitive() -> None:
 
 def test_templates_share_answers_only_for_equal_parameters() -> None:
     emb = CountingEmbedder()
-    cache = make(embedder=emb, templates={"order": ["status of order {id}",
-                                                    "where is my order {id}"]})
+    cache = make(
+        embedder=emb, templates={"order": ["status of order {id}", "where is my order {id}"]}
+    )
     cache.store("Status of order 12345", "shipped")
     hit = cache.lookup("where is my order 12345?")
     assert hit is not None and hit.layer == "template" and hit.response == "shipped"
@@ -132,8 +133,10 @@ def test_conversation_context_scopes_the_semantic_search() -> None:
     cache = make()
     cache.store("what about its population?", "2.1 million", context=["user: tell me about Paris"])
     assert cache.lookup("what about its population?", context=["user: tell me about Tokyo"]) is None
-    assert cache.lookup("what about the population?",
-                        context=["user: tell me about Paris"]) is not None
+    assert (
+        cache.lookup("what about the population?", context=["user: tell me about Paris"])
+        is not None
+    )
 
 
 def test_reranker_verifies_candidates() -> None:
@@ -174,8 +177,9 @@ def test_ttl_expires_on_the_fake_clock() -> None:
 
 def test_realtime_tier_chosen_by_rule() -> None:
     clock = FakeClock()
-    policy = TtlPolicy(default_ttl=86400, jitter=0.0,
-                       tiers=(TtlTier("realtime", 30, (r"\bweather\b",)),))
+    policy = TtlPolicy(
+        default_ttl=86400, jitter=0.0, tiers=(TtlTier("realtime", 30, (r"\bweather\b",)),)
+    )
     cache = make(clock=clock, ttl_policy=policy)
     cache.store("weather in Oslo", "rain")
     cache.store("capital of Norway", "Oslo")
@@ -307,8 +311,10 @@ def test_concurrent_identical_misses_make_one_call() -> None:
         return "answer"
 
     results: list[str] = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get_or_compute("q", slow)))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: results.append(cache.get_or_compute("q", slow)))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -441,8 +447,9 @@ def test_max_error_rate_raises_the_threshold_past_wrong_evidence() -> None:
 def test_store_many_embeds_in_batches() -> None:
     emb = CountingEmbedder()
     cache = make(embedder=emb)
-    keys = cache.store_many([(f"question {i} about topic {i}", f"a{i}") for i in range(10)],
-                            batch_size=4)
+    keys = cache.store_many(
+        [(f"question {i} about topic {i}", f"a{i}") for i in range(10)], batch_size=4
+    )
     assert len(keys) == 10 and emb.calls == 3
     assert cache.lookup("question 3 about topic 3").response == "a3"  # type: ignore[union-attr]
 

@@ -35,8 +35,10 @@ def test_clusters_guards_and_curve() -> None:
 def test_pick_threshold_is_the_lowest_that_keeps_precision() -> None:
     from agent_cache.calibrate import CurvePoint
 
-    pts = [CurvePoint(t, 100, int(100 * p), 100 - int(100 * p), 0, 0.5, p, p)
-           for t, p in ((0.8, 0.7), (0.85, 0.88), (0.9, 0.93), (0.95, 0.97))]
+    pts = [
+        CurvePoint(t, 100, int(100 * p), 100 - int(100 * p), 0, 0.5, p, p)
+        for t, p in ((0.8, 0.7), (0.85, 0.88), (0.9, 0.93), (0.95, 0.97))
+    ]
     assert pick_threshold(pts, 0.9).threshold == 0.9
     assert pick_threshold(pts, 0.85).threshold == 0.85
 
@@ -63,8 +65,9 @@ def test_calibrated_config_is_read_by_the_cache(tmp_path: Path) -> None:
 
 def test_warmup_cli_bulk_loads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "warm.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": f"question {i}", "response": f"a{i}"})
-                             for i in range(5)))
+    src.write_text(
+        "\n".join(json.dumps({"prompt": f"question {i}", "response": f"a{i}"}) for i in range(5))
+    )
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "x"}\n')
     assert main(["warmup", str(bad), "--path", str(tmp_path / "c")]) == 2

@@ -34,8 +34,9 @@ WORKER = textwrap.dedent(
 def test_two_processes_one_model_call(tmp_path: Path) -> None:
     db, log = tmp_path / "c.sqlite3", tmp_path / "calls.log"
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(db), str(log)],
-                         stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(db), str(log)], stdout=subprocess.PIPE, text=True
+        )
         for _ in range(3)
     ]
     outs = [p.communicate(timeout=120)[0].strip() for p in procs]

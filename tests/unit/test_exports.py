@@ -9,11 +9,25 @@ import agent_cache
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(agent_cache.__all__) == sorted([
-        "DEFAULT_THRESHOLD", "AgentCacheError", "BackendError", "CacheHit", "CachePolicy",
-        "CacheStats", "ConfigurationError", "LayeredCache", "MissingDependencyError",
-        "SerializationError", "StepCache", "ToolCache", "TtlPolicy", "TtlTier", "__version__",
-    ])
+    assert sorted(agent_cache.__all__) == sorted(
+        [
+            "DEFAULT_THRESHOLD",
+            "AgentCacheError",
+            "BackendError",
+            "CacheHit",
+            "CachePolicy",
+            "CacheStats",
+            "ConfigurationError",
+            "LayeredCache",
+            "MissingDependencyError",
+            "SerializationError",
+            "StepCache",
+            "ToolCache",
+            "TtlPolicy",
+            "TtlTier",
+            "__version__",
+        ]
+    )
     for name in agent_cache.__all__:
         assert hasattr(agent_cache, name), name
 
@@ -21,8 +35,12 @@ def test_all_is_pinned() -> None:
 def test_error_tree() -> None:
     from agent_cache import errors
 
-    for cls in (errors.ConfigurationError, errors.SerializationError, errors.BackendError,
-                errors.MissingDependencyError):
+    for cls in (
+        errors.ConfigurationError,
+        errors.SerializationError,
+        errors.BackendError,
+        errors.MissingDependencyError,
+    ):
         assert issubclass(cls, errors.AgentCacheError)
     err = errors.MissingDependencyError("redis", "redis")
     assert "agent-cache[redis]" in str(err)

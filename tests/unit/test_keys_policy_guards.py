@@ -10,8 +10,14 @@ from agent_cache.policy import is_cacheable
 
 
 def _req(prompt: str, **kw: object):
-    args = dict(llm_string="m", namespace="default", context=None, template_version="",
-                casefold=True, templates=())
+    args = dict(
+        llm_string="m",
+        namespace="default",
+        context=None,
+        template_version="",
+        casefold=True,
+        templates=(),
+    )
     args.update(kw)
     return prepare(prompt, **args)  # type: ignore[arg-type]
 
@@ -93,8 +99,9 @@ def test_guards_refuse_numbers_and_negation() -> None:
 
 
 def test_ttl_policy_tiers_explicit_and_jitter() -> None:
-    p = TtlPolicy(default_ttl=3600, tiers=(TtlTier("rt", 30, (r"\bweather\b",)),), jitter=0.1,
-                  seed=1)
+    p = TtlPolicy(
+        default_ttl=3600, tiers=(TtlTier("rt", 30, (r"\bweather\b",)),), jitter=0.1, seed=1
+    )
     assert p.ttl_for("weather in oslo", None) == (30, "rt")
     assert p.ttl_for("what is rag", None) == (3600, "default")
     assert p.ttl_for("weather in oslo", 5) == (5, "explicit")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_cache.bench.prefix import SECTION_END, SECTION_START, make_workload, run_prefix_bench
+from agent_cache.bench.routing import CONTENDERS
 from agent_cache.errors import ConfigurationError
 from agent_cache.vllm.testing import FakeVllm
 
@@ -32,6 +33,8 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
         batch=80,
         capacity_blocks=400,
         tokenizer=tokenizer,
+        replicas=(2, 3),
+        routing_scale=0.1,
         log=lambda _: None,
     )
     text = out.read_text(encoding="utf-8")
@@ -53,7 +56,17 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
     batch = {row["contender"]: row for row in results["batch"]}
     scheduled = batch["`schedule_batch`, canonical"]
     assert scheduled["capacity"] > batch["arrival order, canonical"]["capacity"]
-    assert {(r["policy"]) for r in results["routing"]} == {"affinity", "round_robin"}
+    routing = results["routing"]
+    assert {r["contender"] for r in routing} == set(CONTENDERS)
+    assert {(r["stream"], r["replicas"]) for r in routing} == {
+        (s, n) for s in ("RAG", "multi-turn chat", "agent") for n in (2, 3)
+    }
+    for row in routing:
+        assert 0.0 <= row["cached_share"] <= 1.0 and row["ttft_mean_ms"] > 0
+        assert row["max_requests_vs_mean"] >= 1.0
+    chat = {r["contender"]: r for r in routing if r["stream"] == "agent" and r["replicas"] == 3}
+    assert chat["prefix tree"]["cached_share"] > chat["round-robin"]["cached_share"]
+    assert "#### 3 replicas" in text and "KV-event routing within 5 %" in text
     assert "| ContextPilot `reorder` (online) |" in text
     # a second run replaces the section instead of appending another
     run_prefix_bench(
@@ -63,6 +76,8 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
         capacity_blocks=400,
         tokenizer=tokenizer,
         peer=False,
+        replicas=(2,),
+        routing_scale=0.05,
         log=lambda _: None,
     )
     text = out.read_text(encoding="utf-8")

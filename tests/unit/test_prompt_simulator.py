@@ -134,3 +134,79 @@ def test_unbounded_equals_the_block_aligned_lcp_shortcut_and_bounds_the_lru() ->
     assert all(c <= u for c, u in zip(bounded.cached_tokens, unbounded.cached_tokens, strict=True))
     assert bounded.hits < unbounded.hits
     assert all(c % B == 0 for c in bounded.cached_tokens)
+
+
+# ---------------------------------------------------------------- generated tokens
+def test_generated_blocks_are_cached_so_the_next_turn_reuses_them() -> None:
+    # Turn 1: 40 prompt + 30 generated tokens = 70; the last sampled token is never
+    # computed, so (70 - 1) // 16 = 4 full blocks are cached (2 of them hold output).
+    # Turn 2 repeats prompt + answer and adds 10 tokens: 80 tokens, cap (80-1)//16 = 4.
+    prompt, answer = toks(40), toks(30, start=500)
+    turn2 = prompt + answer + toks(10, start=900)
+    with_ids = PrefixCacheSimulator(B)
+    assert with_ids.run(prompt, output_token_ids=answer) == 0
+    assert with_ids.run(turn2) == 64
+    counts_only = PrefixCacheSimulator(B)  # the old model: only prompt blocks are kept
+    counts_only.run(prompt, output_tokens=30)
+    assert counts_only.run(turn2) == 32
+
+
+def test_the_last_sampled_token_is_not_cached() -> None:
+    # 16 prompt + 16 output = 32 tokens, but only 31 computed: one full block (the
+    # prompt's); a block completed by the final sampled token is not cached.
+    sim = PrefixCacheSimulator(B)
+    sim.run(toks(16), output_token_ids=toks(16, start=100))
+    assert sim.lookup(toks(16) + toks(16, start=100) + [7]) == 16
+    # 17 output tokens: 32 computed, two full blocks
+    sim = PrefixCacheSimulator(B)
+    sim.run(toks(16), output_token_ids=toks(17, start=100))
+    assert sim.lookup(toks(16) + toks(17, start=100)) == 32
+
+
+def test_a_different_answer_shares_only_the_prompt_blocks() -> None:
+    sim = PrefixCacheSimulator(B)
+    prompt = toks(32)
+    sim.run(prompt, output_token_ids=toks(40, start=500))
+    other = prompt + toks(40, start=700) + [1]  # the chat kept a different answer
+    assert sim.lookup(other) == 32
+
+
+def test_generated_blocks_count_against_capacity_and_are_evicted_tail_first() -> None:
+    # 4 usable blocks; 32 prompt + 33 output: 65 tokens, 5 slots needed: too many.
+    sim = PrefixCacheSimulator(B, capacity_blocks=5)
+    with pytest.raises(ConfigurationError):
+        sim.run(toks(32), output_token_ids=toks(33, start=500))
+    # 32 + 32 = 64 tokens: 4 slots, (64-1)//16 = 3 cached (2 prompt + 1 output) + 1 partial
+    sim = PrefixCacheSimulator(B, capacity_blocks=5)
+    sim.run(toks(32), output_token_ids=toks(32, start=500))
+    turn2 = toks(32) + toks(32, start=500) + [9]
+    assert sim.lookup(turn2) == 48
+    # free queue after finishing: [partial, output block, prompt block 1, prompt block 0]
+    sim.run(toks(10, start=2000))  # 1 block: the freed partial one, nothing evicted
+    assert sim.lookup(turn2) == 48
+    sim.run(toks(20, start=3000))  # 2 blocks: the partial, then the chain's tail
+    assert sim.evicted_blocks == 1
+    assert sim.lookup(turn2) == 32
+
+
+def test_multi_turn_stream_hit_rate_by_hand() -> None:
+    # Three turns, each adds 20 user tokens and gets a 20-token answer.
+    system = toks(64, start=10_000)
+    history: list[int] = list(system)
+    prompts, outputs = [], []
+    for t in range(3):
+        history = history + toks(20, start=100 * t)
+        answer = toks(20, start=5000 + 100 * t)
+        prompts.append(list(history))
+        outputs.append(answer)
+        history = history + answer
+    r = simulate_prefix_cache(prompts, outputs=outputs)
+    # turn 1: 84 tokens, nothing cached; computed 84+19 = 103 -> 6 blocks cached
+    # turn 2: 124 tokens, cap 123//16 = 7, cached blocks cover 96 -> 96
+    #         computed 124+19 = 143 -> 8 blocks cached
+    # turn 3: 164 tokens, cap 10, cached 8 blocks -> 128
+    assert r.cached_tokens == [0, 96, 128]
+    without = simulate_prefix_cache(prompts)
+    assert without.cached_tokens == [0, 80, 112]  # prompt blocks only: 5, then 7 blocks
+    with pytest.raises(ConfigurationError):
+        simulate_prefix_cache(prompts, outputs=outputs[:1])

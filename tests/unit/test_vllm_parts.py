@@ -155,9 +155,12 @@ def test_vllm_command_has_the_flags_and_reasons() -> None:
         "--gpu-memory-utilization 0.90",
         "--tensor-parallel-size 2",
         "--max-model-len 8192",
-        "--block-size 16",
     ):
         assert flag in text
+    # usage on every chunk is summed by LangChain; a fixed block size overrides the backend
+    assert "--enable-force-include-usage" not in text
+    assert "--block-size" not in text
+    assert "--block-size 64" in vllm_command("m", block_size=64)
     comments = [line for line in text.splitlines() if line.startswith("#")]
     assert len(comments) == len(vllm_flags("m", gpus=2, max_model_len=8192))
     assert all(len(c.split(None, 2)) == 3 for c in comments)  # every flag has a reason

@@ -43,6 +43,7 @@ class Cluster:
     def router(self, urls: list[str] | None = None, **kwargs: Any) -> VllmRouter:
         kwargs.setdefault("backoff_initial", 0.0)
         kwargs.setdefault("salt_secret", "test-secret")
+        kwargs.setdefault("metrics_interval", None)  # scraping has its own tests
         return VllmRouter(
             urls or URLS[: len(self.fakes)],
             client=self.client,
@@ -64,13 +65,16 @@ def test_all_is_pinned() -> None:
     assert sorted(vllm_pkg.__all__) == sorted(
         [
             "NAMESPACE_HEADER",
+            "SESSION_HEADER",
             "AsyncRoutingTransport",
             "EndpointStats",
+            "LoadMetrics",
             "PrefixCacheMetrics",
             "RoutingTransport",
             "ServeFlag",
             "VllmRouter",
             "affinity_key",
+            "parse_load_metrics",
             "parse_prefix_cache_metrics",
             "parse_prometheus_text",
             "vllm_command",
@@ -309,7 +313,7 @@ def test_a_failed_trial_reopens_the_breaker(cluster: Cluster) -> None:
 
 
 def test_affinity_keeps_a_prefix_on_one_replica_and_spreads_prefixes(cluster: Cluster) -> None:
-    router = cluster.router()
+    router = cluster.router(policy="affinity")
     for q in range(8):
         router.chat(msgs("refund policy", question=f"question {q}?"))
     served = cluster.served_by()
@@ -332,7 +336,7 @@ def test_affinity_beats_round_robin_on_cached_tokens() -> None:
 
 
 def test_bounded_load_spills_a_hot_prefix(cluster: Cluster) -> None:
-    router = cluster.router(load_window=12, load_factor=1.0)
+    router = cluster.router(policy="affinity", load_window=12, load_factor=1.0)
     served: list[str] = []
     for q in range(40):
         before = {u: s.requests for u, s in router.stats().items()}

@@ -35,6 +35,7 @@ def setup() -> tuple[VllmRouter, dict[str, FakeVllm]]:
         async_client=httpx.AsyncClient(transport=transport),
         backoff_initial=0,
         salt_secret="s",
+        metrics_interval=None,  # scraping has its own tests
     )
     return router, fakes
 

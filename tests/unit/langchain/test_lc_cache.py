@@ -83,15 +83,18 @@ def test_every_chat_generation_round_trips_with_tool_calls_and_usage() -> None:
 def test_stored_value_is_langchain_json_not_pickle(agent_cache: AgentCache) -> None:
     prompt = prompt_of(HumanMessage("weather in Oslo?"))
     agent_cache.update(prompt, LLM, [tool_call_generation()])
-    hit = agent_cache.layered.lookup("weather in Oslo?", LLM, "default",
-                                     context=agent_cache._plan(prompt, LLM).context)
+    hit = agent_cache.layered.lookup(
+        "weather in Oslo?", LLM, "default", context=agent_cache._plan(prompt, LLM).context
+    )
     assert hit is not None
     record = hit.response
     assert record["v"] == 1
     (stored,) = record["generations"]
     assert stored["lc"] == 1 and stored["id"][-1] == "ChatGeneration"
     assert stored["kwargs"]["message"]["kwargs"]["tool_calls"][0]["args"] == {
-        "city": "Oslo", "days": 2}
+        "city": "Oslo",
+        "days": 2,
+    }
 
 
 def test_hit_is_marked_and_reports_zero_new_tokens(agent_cache: AgentCache) -> None:
@@ -102,8 +105,7 @@ def test_hit_is_marked_and_reports_zero_new_tokens(agent_cache: AgentCache) -> N
     meta = gen.message.response_metadata["agent_cache"]
     assert meta["layer"] == "exact" and meta["score"] is None
     assert meta["saved_usage"]["total_tokens"] == 19
-    assert gen.message.usage_metadata == {"input_tokens": 0, "output_tokens": 0,
-                                          "total_tokens": 0}
+    assert gen.message.usage_metadata == {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     assert gen.message.tool_calls[0]["args"] == {"city": "Oslo", "days": 2}
 
 
@@ -115,8 +117,7 @@ class Answer(BaseModel):
 def test_structured_output_parsed_model_is_stored_as_json() -> None:
     cache = AgentCache(make_layered(), mark_hits=False)
     parsed = Answer(city="Oslo", temp_c=3.5)
-    msg = AIMessage(content='{"city": "Oslo", "temp_c": 3.5}',
-                    additional_kwargs={"parsed": parsed})
+    msg = AIMessage(content='{"city": "Oslo", "temp_c": 3.5}', additional_kwargs={"parsed": parsed})
     prompt = prompt_of(HumanMessage("structured weather"))
     cache.update(prompt, LLM, [ChatGeneration(message=msg)])
     (gen,) = cache.lookup(prompt, LLM) or []
@@ -144,9 +145,12 @@ def test_load_allow_list_refuses_other_classes(
     agent_cache: AgentCache, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A tampered entry naming a non-allowed class is a miss, never instantiated."""
-    evil = {"lc": 1, "type": "constructor",
-            "id": ["langchain_core", "prompts", "prompt", "PromptTemplate"],
-            "kwargs": {"template": "{x}", "input_variables": ["x"]}}
+    evil = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain_core", "prompts", "prompt", "PromptTemplate"],
+        "kwargs": {"template": "{x}", "input_variables": ["x"]},
+    }
     agent_cache.layered.store("tampered", {"v": 1, "generations": [evil]}, LLM)
     with caplog.at_level(logging.WARNING, logger="agent_cache.langchain"):
         assert agent_cache.lookup("tampered", LLM) is None
@@ -164,8 +168,11 @@ def conversation(topic: str, follow_up: str) -> str:
 
 
 def test_same_follow_up_in_another_conversation_is_a_miss(agent_cache: AgentCache) -> None:
-    agent_cache.update(conversation("France", "What about its population?"), LLM,
-                       [Generation(text="About 68 million.")])
+    agent_cache.update(
+        conversation("France", "What about its population?"),
+        LLM,
+        [Generation(text="About 68 million.")],
+    )
     assert agent_cache.lookup(conversation("Japan", "What about its population?"), LLM) is None
     hit = agent_cache.lookup(conversation("France", "what about its  population?"), LLM)
     assert hit is not None and hit[0].text == "About 68 million."
@@ -174,28 +181,37 @@ def test_same_follow_up_in_another_conversation_is_a_miss(agent_cache: AgentCach
 def test_paraphrase_in_the_same_conversation_is_a_semantic_hit() -> None:
     embedder = RecordingEmbedder()
     cache = AgentCache(make_layered(embedder=embedder))
-    cache.update(conversation("France", "How many people live in France?"), LLM,
-                 [ChatGeneration(message=AIMessage("About 68 million."))])
-    found = cache.lookup_result(conversation("France", "How many people live in France now?"),
-                                LLM)
+    cache.update(
+        conversation("France", "How many people live in France?"),
+        LLM,
+        [ChatGeneration(message=AIMessage("About 68 million."))],
+    )
+    found = cache.lookup_result(conversation("France", "How many people live in France now?"), LLM)
     assert found is not None and found.hit.layer == "semantic"
     assert found.generations[0].message.response_metadata["agent_cache"]["score"] > 0.75  # type: ignore[attr-defined]
     # only the question was embedded, never the serialized message list
     assert embedder.texts and all(not t.lstrip().startswith(("[", "{")) for t in embedder.texts)
-    assert set(embedder.texts) == {"How many people live in France?",
-                                   "How many people live in France now?"}
+    assert set(embedder.texts) == {
+        "How many people live in France?",
+        "How many people live in France now?",
+    }
 
 
 def test_system_prompt_and_tool_results_are_scope() -> None:
     cache = AgentCache(make_layered())
-    base = [SystemMessage("Be terse."), HumanMessage("Weather in Oslo?"),
-            AIMessage("", tool_calls=[{"name": "w", "args": {"c": "Oslo"}, "id": "a1"}]),
-            ToolMessage("rain", tool_call_id="a1")]
+    base = [
+        SystemMessage("Be terse."),
+        HumanMessage("Weather in Oslo?"),
+        AIMessage("", tool_calls=[{"name": "w", "args": {"c": "Oslo"}, "id": "a1"}]),
+        ToolMessage("rain", tool_call_id="a1"),
+    ]
     cache.update(prompt_of(*base), LLM, [Generation(text="Rainy.")])
     # same conversation with other random tool-call ids: same scope
-    renamed = [*base[:2],
-               AIMessage("", tool_calls=[{"name": "w", "args": {"c": "Oslo"}, "id": "zz"}]),
-               ToolMessage("rain", tool_call_id="zz")]
+    renamed = [
+        *base[:2],
+        AIMessage("", tool_calls=[{"name": "w", "args": {"c": "Oslo"}, "id": "zz"}]),
+        ToolMessage("rain", tool_call_id="zz"),
+    ]
     assert cache.lookup(prompt_of(*renamed), LLM) is not None
     other_result = [*base[:3], ToolMessage("sun", tool_call_id="a1")]
     assert cache.lookup(prompt_of(*other_result), LLM) is None
@@ -268,8 +284,12 @@ async def test_async_paths_through_a_model() -> None:
     again = await model.ainvoke("Capital of France?")
     assert model.calls == 1 and again.content == "Paris."
     await model_cache.aclear()
-    assert await model_cache.alookup(prompt_of(HumanMessage("Capital of France?")),
-                                     model._get_llm_string()) is None
+    assert (
+        await model_cache.alookup(
+            prompt_of(HumanMessage("Capital of France?")), model._get_llm_string()
+        )
+        is None
+    )
 
 
 # ---------------------------------------------------------------- housekeeping
@@ -315,15 +335,24 @@ def test_replicas_behind_other_urls_and_keys_share_entries() -> None:
     from langchain_openai import ChatOpenAI
 
     def llm_string(**kw: object) -> str:
-        args: dict[str, object] = {"base_url": "http://gpu-1:8000/v1", "api_key": "k1",
-                                   "model": "m", "temperature": 0.0}
+        args: dict[str, object] = {
+            "base_url": "http://gpu-1:8000/v1",
+            "api_key": "k1",
+            "model": "m",
+            "temperature": 0.0,
+        }
         args.update(kw)
         return ChatOpenAI(**args)._get_llm_string()  # type: ignore[arg-type]
 
     cache = AgentCache(make_layered())
     cache.update("q", llm_string(), [Generation(text="a")])
-    assert cache.lookup("q", llm_string(base_url="http://gpu-2:8000/v1", api_key="k2",
-                                        timeout=30, max_retries=5)) is not None
+    assert (
+        cache.lookup(
+            "q",
+            llm_string(base_url="http://gpu-2:8000/v1", api_key="k2", timeout=30, max_retries=5),
+        )
+        is not None
+    )
     assert cache.lookup("q", llm_string(model="other")) is None
     assert cache.lookup("q", llm_string(temperature=0.5)) is None
     strict = AgentCache(make_layered(), ignore_fields=frozenset())

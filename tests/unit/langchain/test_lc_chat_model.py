@@ -59,8 +59,11 @@ class TestCachedChatModelStandard(ChatModelUnitTests):
     @property
     def init_from_env_params(self) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
         # "provider:model" goes through init_chat_model, which reads the key from the env
-        return ({"OPENAI_API_KEY": "from-env"}, {"llm": "openai:gpt-test"},
-                {"model_name": "gpt-test"})
+        return (
+            {"OPENAI_API_KEY": "from-env"},
+            {"llm": "openai:gpt-test"},
+            {"model_name": "gpt-test"},
+        )
 
 
 # ---------------------------------------------------------------- invoke / batch
@@ -94,7 +97,9 @@ def test_batch_caches_each_input(model: Any) -> None:
     cached.batch(["A?", "B?"], config={"max_concurrency": 1})
     again = cached.batch(["A?", "B?"])
     assert inner.calls == 2 and {a.content for a in again} == {
-        "Paris is the capital of France.", "Tokyo."}
+        "Paris is the capital of France.",
+        "Tokyo.",
+    }
 
 
 def test_semantic_hit_reports_layer_and_score() -> None:
@@ -156,8 +161,9 @@ async def test_astream_replays_a_hit(model: Any) -> None:
     cached, inner = model
     await cached.ainvoke("Capital of France?")
     recorder = TokenRecorder()
-    chunks = [c async for c in cached.astream("Capital of France?",
-                                              config={"callbacks": [recorder]})]
+    chunks = [
+        c async for c in cached.astream("Capital of France?", config={"callbacks": [recorder]})
+    ]
     assert inner.calls == 1 and len(chunks) >= 6
     assert "".join(recorder.tokens) == "Paris is the capital of France."
 
@@ -175,8 +181,7 @@ async def test_astream_events_sees_replayed_tokens(model: Any) -> None:
     cached, _ = model
     await cached.ainvoke("Capital of France?")
     events = [e async for e in cached.astream_events("Capital of France?", version="v2")]
-    streamed = [e["data"]["chunk"].content for e in events
-                if e["event"] == "on_chat_model_stream"]
+    streamed = [e["data"]["chunk"].content for e in events if e["event"] == "on_chat_model_stream"]
     assert "".join(streamed) == "Paris is the capital of France." and len(streamed) >= 6
 
 
@@ -194,8 +199,9 @@ def get_time(city: str) -> str:
 
 
 def weather_call() -> AIMessage:
-    return AIMessage(content="", tool_calls=[
-        {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1"}])
+    return AIMessage(
+        content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1"}]
+    )
 
 
 def test_tool_calls_survive_a_hit_on_invoke_and_on_stream() -> None:
@@ -206,8 +212,11 @@ def test_tool_calls_survive_a_hit_on_invoke_and_on_stream() -> None:
     first = bound.invoke("Weather in Paris?")
     hit = bound.invoke("Weather in Paris?")
     assert inner.calls == 1
-    assert hit.tool_calls == first.tool_calls == [
-        {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}]
+    assert (
+        hit.tool_calls
+        == first.tool_calls
+        == [{"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}]
+    )
     chunks = list(bound.stream("Weather in Paris?"))
     merged = chunks[0]
     for c in chunks[1:]:
@@ -231,8 +240,10 @@ class Weather(BaseModel):
 
 
 def test_with_structured_output_is_cached() -> None:
-    call = AIMessage(content="", tool_calls=[
-        {"name": "Weather", "args": {"city": "Paris", "sunny": True}, "id": "s1"}])
+    call = AIMessage(
+        content="",
+        tool_calls=[{"name": "Weather", "args": {"city": "Paris", "sunny": True}, "id": "s1"}],
+    )
     inner = chat(call, "WRONG")
     cached = CachedChatModel(llm=inner, cache=make_layered())
     structured = cached.with_structured_output(Weather)
@@ -278,11 +289,14 @@ def test_structured_output_cached_from_openai_json_schema_parses_again() -> None
     the cache stores its JSON and the parser rebuilds the model from it on a hit."""
 
     class ParsedFake(CountingChat):
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
-                      **kwargs: Any) -> ChatResult:
+        def _generate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> ChatResult:
             self._calls += 1
-            msg = AIMessage(content='{"city": "Paris", "sunny": true}',
-                            additional_kwargs={"parsed": Weather(city="Paris", sunny=True)})
+            msg = AIMessage(
+                content='{"city": "Paris", "sunny": true}',
+                additional_kwargs={"parsed": Weather(city="Paris", sunny=True)},
+            )
             return ChatResult(generations=[ChatGeneration(message=msg)])
 
     inner = ParsedFake(messages=iter([]))
@@ -296,8 +310,10 @@ def test_structured_output_cached_from_openai_json_schema_parses_again() -> None
     assert gen.message.additional_kwargs["parsed"] == {"city": "Paris", "sunny": True}  # type: ignore[attr-defined]
     from langchain_openai.chat_models.base import _oai_structured_outputs_parser
 
-    assert _oai_structured_outputs_parser(gen.message, Weather) == Weather(city="Paris",  # type: ignore[arg-type]
-                                                                           sunny=True)
+    assert _oai_structured_outputs_parser(gen.message, Weather) == Weather(
+        city="Paris",  # type: ignore[arg-type]
+        sunny=True,
+    )
     assert inner.calls == 1
 
 
@@ -330,8 +346,12 @@ def test_serialized_wrapper_loads_back_without_its_cache(monkeypatch: pytest.Mon
     assert "cache" not in data["kwargs"] and "agent_cache" not in data["kwargs"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # load() is marked beta
-        loaded = load(data, valid_namespaces=["langchain_agent_cache"],
-                      allowed_objects=[CachedChatModel, ChatOpenAI], secrets_from_env=True)
+        loaded = load(
+            data,
+            valid_namespaces=["langchain_agent_cache"],
+            allowed_objects=[CachedChatModel, ChatOpenAI],
+            secrets_from_env=True,
+        )
     assert isinstance(loaded, CachedChatModel) and loaded.temperature == 0.0
     assert loaded.model_name == "gpt-test" and loaded.agent_cache.layered is resolve._default
 

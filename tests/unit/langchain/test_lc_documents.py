@@ -24,8 +24,9 @@ DOCS = [
 
 def test_order_does_not_depend_on_retrieval_order() -> None:
     orderer = StableContextOrderer()
-    outputs = {tuple(d.page_content for d in orderer.invoke(list(p)))
-               for p in itertools.permutations(DOCS)}
+    outputs = {
+        tuple(d.page_content for d in orderer.invoke(list(p))) for p in itertools.permutations(DOCS)
+    }
     assert len(outputs) == 1
 
 
@@ -50,7 +51,8 @@ def test_is_a_document_transformer_and_a_runnable() -> None:
     text = chain.invoke("refunds?")
     assert text.startswith("[1] ") and text.count("\n\n") == 3
     assert [d.page_content[::-1] for d in orderer.invoke(DOCS)] == sorted(
-        d.page_content[::-1] for d in DOCS)
+        d.page_content[::-1] for d in DOCS
+    )
 
 
 async def test_async_transform() -> None:
@@ -60,13 +62,18 @@ async def test_async_transform() -> None:
 
 
 def test_prompt_layout_shares_everything_before_the_question() -> None:
-    prompt = stable_rag_prompt("You are a {support} bot.", static_knowledge="Policy v3.",
-                               instructions="Cite document numbers.")
+    prompt = stable_rag_prompt(
+        "You are a {support} bot.",
+        static_knowledge="Policy v3.",
+        instructions="Cite document numbers.",
+    )
     assert sorted(prompt.input_variables) == ["context", "question"]
     context = format_documents(StableContextOrderer().invoke(DOCS))
     a = prompt.format_messages(context=context, question="How long do refunds take?")
-    b = prompt.format_messages(context=format_documents(
-        StableContextOrderer().invoke(list(reversed(DOCS)))), question="Is shipping free?")
+    b = prompt.format_messages(
+        context=format_documents(StableContextOrderer().invoke(list(reversed(DOCS)))),
+        question="Is shipping free?",
+    )
     assert a[0].content == b[0].content == "You are a {support} bot.\n\nPolicy v3."
     body_a, body_b = str(a[1].content), str(b[1].content)
     shared = body_a.split("Question:")[0]

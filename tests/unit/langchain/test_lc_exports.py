@@ -9,11 +9,24 @@ import langchain_agent_cache
 
 
 def test_all_is_pinned() -> None:
-    assert sorted(langchain_agent_cache.__all__) == sorted([
-        "AgentCache", "CachedChatModel", "CachedResult", "CachedStep", "CachedTool",
-        "StableContextOrderer", "cache_step", "cache_tool", "cached_step", "default_cache",
-        "document_key", "format_documents", "is_side_effecting", "stable_rag_prompt",
-    ])
+    assert sorted(langchain_agent_cache.__all__) == sorted(
+        [
+            "AgentCache",
+            "CachedChatModel",
+            "CachedResult",
+            "CachedStep",
+            "CachedTool",
+            "StableContextOrderer",
+            "cache_step",
+            "cache_tool",
+            "cached_step",
+            "default_cache",
+            "document_key",
+            "format_documents",
+            "is_side_effecting",
+            "stable_rag_prompt",
+        ]
+    )
     for name in langchain_agent_cache.__all__:
         assert hasattr(langchain_agent_cache, name), name
 

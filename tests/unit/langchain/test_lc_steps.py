@@ -38,11 +38,15 @@ def test_same_input_reuses_the_output_across_runs() -> None:
     first = cache_step(planner, name="plan", cache=layered)
     assert isinstance(first, CachedStep)
     assert first.invoke({"question": "Compare RAG and fine-tuning", "depth": 2}) == [
-        "search", "answer"]
+        "search",
+        "answer",
+    ]
     # a later run builds a new wrapper over the same cache: dict key order is irrelevant
     again = cache_step(planner, name="plan", cache=layered)
     assert again.invoke({"depth": 2, "question": "Compare RAG and fine-tuning"}) == [
-        "search", "answer"]
+        "search",
+        "answer",
+    ]
     assert len(seen) == 1
     again.invoke({"depth": 3, "question": "Compare RAG and fine-tuning"})
     assert len(seen) == 2
@@ -98,8 +102,9 @@ def test_pydantic_output_is_rebuilt_on_a_hit() -> None:
     step = RunnableLambda(lambda q: Plan(steps=[q, "answer"])).with_types(output_type=Plan)
     layered = make_layered()
     first = cache_step(step, name="plan", cache=layered).invoke("search")
-    served = cache_step(RunnableLambda(lambda q: Plan(steps=["WRONG"])), name="plan",
-                        cache=layered, models=[Plan]).invoke("search")
+    served = cache_step(
+        RunnableLambda(lambda q: Plan(steps=["WRONG"])), name="plan", cache=layered, models=[Plan]
+    ).invoke("search")
     assert first == served == Plan(steps=["search", "answer"])
 
 
@@ -135,8 +140,15 @@ def test_step_runs_as_a_named_chain_with_the_inner_run_nested() -> None:
         def __init__(self) -> None:
             self.started: list[tuple[str | None, Any]] = []
 
-        def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
-                           parent_run_id: Any = None, **kwargs: Any) -> None:
+        def on_chain_start(
+            self,
+            serialized: Any,
+            inputs: Any,
+            *,
+            run_id: Any,
+            parent_run_id: Any = None,
+            **kwargs: Any,
+        ) -> None:
             self.started.append((kwargs.get("name"), parent_run_id))
 
     runs = Runs()

@@ -94,8 +94,7 @@ def test_version_and_scope_separate_results() -> None:
     v1.invoke({"a": 1, "b": 1})
     v2.invoke({"a": 1, "b": 1})
     assert counter.calls == 2
-    per_user = cache_tool(add, cache=layered,
-                          scope=lambda config: config["configurable"]["user"])
+    per_user = cache_tool(add, cache=layered, scope=lambda config: config["configurable"]["user"])
     per_user.invoke({"a": 1, "b": 1}, config={"configurable": {"user": "ann"}})
     per_user.invoke({"a": 1, "b": 1}, config={"configurable": {"user": "ann"}})
     per_user.invoke({"a": 1, "b": 1}, config={"configurable": {"user": "bob"}})
@@ -110,8 +109,9 @@ def test_key_function_chooses_what_identifies_a_result() -> None:
         """Weather for a city."""
         return counter(city, request_id)  # type: ignore[no-any-return]
 
-    cached = cache_tool(weather, cache=make_layered(),
-                        key=lambda args: {"city": args["city"].strip().lower()})
+    cached = cache_tool(
+        weather, cache=make_layered(), key=lambda args: {"city": args["city"].strip().lower()}
+    )
     cached.invoke({"city": "Oslo", "request_id": "r1"})
     assert cached.invoke({"city": " oslo", "request_id": "r2"}) == "sunny in Oslo"
     assert counter.calls == 1
@@ -154,8 +154,7 @@ def test_errors_and_tool_exceptions_are_not_cached() -> None:
     assert cached.invoke({"q": "x"}) == "backend down"
     assert attempts.calls == 2
 
-    strict = cache_tool(flaky.model_copy(update={"handle_tool_error": False}),
-                        cache=make_layered())
+    strict = cache_tool(flaky.model_copy(update={"handle_tool_error": False}), cache=make_layered())
     with pytest.raises(ToolException):
         strict.invoke({"q": "x"})
 
@@ -241,8 +240,9 @@ def test_injected_tool_call_id_is_not_part_of_the_key() -> None:
     graph.add_edge(START, "tools")
     app = graph.compile()
     for call_id in ("a", "b"):
-        call = AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Oslo"},
-                                          "id": call_id}])
+        call = AIMessage(
+            "", tool_calls=[{"name": "weather", "args": {"city": "Oslo"}, "id": call_id}]
+        )
         out = app.invoke({"messages": [call]})
         assert out["messages"][-1].tool_call_id == call_id
         assert out["messages"][-1].content == "sunny in Oslo"
@@ -254,16 +254,18 @@ def test_create_agent_reuses_a_repeated_tool_call() -> None:
     cached = cache_tool(add, cache=make_layered())
 
     def call(call_id: str) -> AIMessage:
-        return AIMessage("", tool_calls=[{"name": "add", "args": {"a": 20, "b": 22},
-                                          "id": call_id}])
+        return AIMessage(
+            "", tool_calls=[{"name": "add", "args": {"a": 20, "b": 22}, "id": call_id}]
+        )
 
     model = chat(call("1"), "It is 42.", call("2"), "Still 42.")
     agent = create_agent(model, tools=[cached])
     first = agent.invoke({"messages": [("user", "What is 20 + 22?")]})
     second = agent.invoke({"messages": [("user", "And 20 + 22 again?")]})
     assert counter.calls == 1
-    tool_results = [m.content for r in (first, second) for m in r["messages"]
-                    if isinstance(m, ToolMessage)]
+    tool_results = [
+        m.content for r in (first, second) for m in r["messages"] if isinstance(m, ToolMessage)
+    ]
     assert tool_results == ["42.0", "42.0"]
     assert second["messages"][-1].content == "Still 42."
 
