@@ -1,40 +1,55 @@
-"""Threshold calibration from labeled question pairs (``agent-cache calibrate FILE``).
+"""Calibration from labeled question pairs (``agent-cache calibrate FILE``), with a guarantee.
 
 Protocol (see the evaluation data's README): store every distinct ``a``, look up every
-``b``; judge a served hit by *clusters* (union of positive pairs and texts equal after
-case/whitespace folding): correct if query and matched entry share a cluster, wrong if a
-labeled negative joins their clusters, unknown otherwise. Precision counts unknown as
-wrong (the pessimistic figure); hit rate is over positive-labeled queries.
+``b``; the semantic layer's own decision (:mod:`agent_cache.semantic`: the difference
+analysis, the equivalence floor, the threshold, the verifier) picks what would be served.
+A served hit is judged by *clusters* (union of positive pairs and texts equal after
+normalization): correct if query and matched entry share a cluster, wrong if a labeled
+negative joins their clusters, unknown otherwise. Precision counts unknown as wrong (the
+pessimistic figure); hit rate is over positive-labeled queries.
 
-The curve is computed once: for each query, the engine would serve the highest-scoring
-candidate among the top-k that passes the guards, if its similarity reaches the
-threshold; so one pass gives every threshold's outcome.
+The operating point is picked from a **lower confidence bound** on precision (Wilson,
+95 %), not from the point estimate: a threshold chosen from 71 hits whose precision
+happens to read 0.90 promises nothing, and the bound says so. ``calibrate`` reports the
+bound it promises; :func:`question_split` gives the question-disjoint halves to measure a
+promise on questions the calibration never saw.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent_cache import semantic
+from agent_cache.differences import analyze
+from agent_cache.errorbound import wilson_lower
 from agent_cache.errors import ConfigurationError
-from agent_cache.guards import check_guards
 from agent_cache.keys import normalize
-from agent_cache.protocols import Embedder
+from agent_cache.protocols import Embedder, Reranker
 
 __all__ = [
+    "Clusters",
     "CurvePoint",
     "Pair",
+    "ScoredCandidate",
+    "ScoredQuery",
     "calibrate",
-    "evaluate_pairs",
+    "curve",
     "load_pairs",
-    "pick_threshold",
+    "pick",
+    "question_split",
+    "score_queries",
+    "served",
 ]
+
+GRID = tuple(round(0.70 + 0.01 * i, 2) for i in range(30))
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,7 @@ class Pair:
     a: str
     b: str
     label: int
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -54,10 +70,11 @@ class CurvePoint:
     hit_rate: float  # correct hits / positive-labeled queries
     precision: float  # correct / hits (unknown counted as wrong)
     judged_precision: float  # correct / (correct + wrong)
+    precision_lower: float = 0.0  # Wilson 95 % lower bound of ``precision``
 
 
 def load_pairs(path: str | Path, *, limit: int | None = None, seed: int = 0) -> list[Pair]:
-    """Read ``{"a", "b", "label"}`` JSON lines; a seeded sample of ``limit`` rows."""
+    """Read ``{"a", "b", "label"[, "namespace"]}`` JSON lines; a seeded sample of ``limit``."""
     pairs: list[Pair] = []
     try:
         with open(path, encoding="utf-8") as fh:
@@ -69,7 +86,10 @@ def load_pairs(path: str | Path, *, limit: int | None = None, seed: int = 0) -> 
                     raise ConfigurationError(f"{path}:{n}: 'a' and 'b' must be strings")
                 if row.get("label") not in (0, 1):
                     raise ConfigurationError(f"{path}:{n}: 'label' must be 0 or 1")
-                pairs.append(Pair(row["a"], row["b"], int(row["label"])))
+                ns = row.get("namespace", "default")
+                if not isinstance(ns, str) or not ns:
+                    raise ConfigurationError(f"{path}:{n}: 'namespace' must be a non-empty str")
+                pairs.append(Pair(row["a"], row["b"], int(row["label"]), ns))
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read labeled pairs from {path}: {exc}") from exc
     if limit is not None and limit < len(pairs):
@@ -79,21 +99,9 @@ def load_pairs(path: str | Path, *, limit: int | None = None, seed: int = 0) -> 
     return pairs
 
 
-class _Clusters:
-    def __init__(self, pairs: Sequence[Pair]) -> None:
+class _Union:
+    def __init__(self) -> None:
         self.parent: dict[str, str] = {}
-        for p in pairs:
-            if p.label == 1:
-                self._union(self._k(p.a), self._k(p.b))
-        self.negatives = {
-            frozenset((self.find(self._k(p.a)), self.find(self._k(p.b))))
-            for p in pairs
-            if p.label == 0
-        }
-
-    @staticmethod
-    def _k(text: str) -> str:
-        return normalize(text)
 
     def find(self, x: str) -> str:
         self.parent.setdefault(x, x)
@@ -102,13 +110,29 @@ class _Clusters:
             x = self.parent[x]
         return x
 
-    def _union(self, a: str, b: str) -> None:
+    def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[ra] = rb
 
+
+class Clusters:
+    """Duplicate clusters of labeled pairs; :meth:`judge` a served hit."""
+
+    def __init__(self, pairs: Iterable[Pair]) -> None:
+        pairs = list(pairs)
+        self._u = _Union()
+        for p in pairs:
+            if p.label == 1:
+                self._u.union(normalize(p.a), normalize(p.b))
+        self.negatives = {
+            frozenset((self._u.find(normalize(p.a)), self._u.find(normalize(p.b))))
+            for p in pairs
+            if p.label == 0
+        }
+
     def judge(self, query: str, matched: str) -> str:
-        cq, cm = self.find(self._k(query)), self.find(self._k(matched))
+        cq, cm = self._u.find(normalize(query)), self._u.find(normalize(matched))
         if cq == cm:
             return "correct"
         if frozenset((cq, cm)) in self.negatives:
@@ -116,74 +140,198 @@ class _Clusters:
         return "unknown"
 
 
-def evaluate_pairs(
+def question_split(
+    pairs: Sequence[Pair], *, seed: int = 0, fraction: float = 0.5
+) -> tuple[list[Pair], list[Pair]]:
+    """Split pairs so that no question (nor any of its duplicates) is on both sides.
+
+    Questions are grouped by the connected components of the pair graph (every labeled
+    pair links its two texts); a seeded hash of the component sends it to one side.
+    """
+    u = _Union()
+    for p in pairs:
+        u.union(normalize(p.a), normalize(p.b))
+
+    def side(text: str) -> bool:
+        root = u.find(normalize(text))
+        h = int(hashlib.sha256(f"{seed}:{root}".encode()).hexdigest()[:8], 16)
+        return h / 0xFFFFFFFF < fraction
+
+    first = [p for p in pairs if side(p.a)]
+    second = [p for p in pairs if not side(p.a)]
+    return first, second
+
+
+@dataclass
+class ScoredCandidate:
+    """One k-NN candidate of a query, with everything a decision needs."""
+
+    text: str
+    similarity: float
+    verdict: str  # correct | wrong | unknown (judged by the clusters)
+    refused: str = ""  # the difference analysis' reason, "" when not refused
+    equivalent: bool = False
+    verifier: float | None = None
+    features: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ScoredQuery:
+    query: str
+    label: int
+    namespace: str
+    candidates: list[ScoredCandidate]
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    parts = [embedder.embed(list(texts[i : i + batch_size])) for i in range(0, len(texts),
+                                                                           batch_size)]
+    return np.vstack(parts).astype(np.float32) if parts else np.zeros((0, 1), np.float32)
+
+
+def score_queries(
     pairs: Sequence[Pair],
     embedder: Embedder,
     *,
-    guards: bool = True,
     top_k: int = 5,
-    batch_size: int = 256,
+    verifier: Reranker | None = None,
     judge_with: Sequence[Pair] | None = None,
-) -> tuple[np.ndarray, list[str], int]:
-    """Score every query once.
+    batch_size: int = 256,
+    min_similarity: float = semantic.EQUIVALENT_FLOOR,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+) -> list[ScoredQuery]:
+    """Store every distinct ``a`` (per namespace), look up every ``b``: the top-k
+    candidates with their similarity, difference analysis and (with a ``verifier``) its
+    score for the candidates the analysis did not refuse.
 
-    ``judge_with`` are the labeled pairs the duplicate clusters are built from (default:
-    ``pairs``). Passing the whole file while storing and querying a sample judges far more
-    hits than the sample's own pairs can: two phrasings of one question are often linked
-    only through rows outside the sample.
-
-    Returns ``(scores, verdicts, positives)``: for each query the similarity of the
-    candidate the engine would serve (``-1`` when none passes the guards) and that
-    candidate's verdict, plus the number of positive-labeled queries.
+    ``judge_with`` are the labeled pairs the clusters are built from (default: ``pairs``);
+    pass the whole file when ``pairs`` is a sample.
     """
-    clusters = _Clusters(judge_with if judge_with is not None else pairs)
-    stored = list(dict.fromkeys(p.a for p in pairs))
+    clusters = Clusters(judge_with if judge_with is not None else pairs)
+    out: list[ScoredQuery] = []
+    by_ns: dict[str, list[Pair]] = {}
+    for p in pairs:
+        by_ns.setdefault(p.namespace, []).append(p)
+    for ns, ns_pairs in by_ns.items():
+        stored = list(dict.fromkeys(p.a for p in ns_pairs))
+        s_vecs = _embed(embedder, stored, batch_size)
+        q_vecs = _embed(embedder, [p.b for p in ns_pairs], batch_size)
+        k = min(top_k, len(stored))
+        tops: list[np.ndarray] = []
+        sim_rows: list[np.ndarray] = []
+        for start in range(0, len(ns_pairs), 1024):  # one matrix product per block
+            block = q_vecs[start : start + 1024] @ s_vecs.T
+            top = np.argpartition(-block, k - 1, axis=1)[:, :k]
+            vals = np.take_along_axis(block, top, axis=1)
+            order = np.argsort(-vals, axis=1, kind="stable")
+            tops.extend(np.take_along_axis(top, order, axis=1))
+            sim_rows.extend(np.take_along_axis(vals, order, axis=1))
+        rows: Iterable[int] = range(len(ns_pairs))
+        if progress is not None:
+            rows = progress(rows)
+        for i in rows:
+            p = ns_pairs[i]
+            cands = []
+            for j, raw in zip(tops[i], sim_rows[i], strict=True):
+                sim = float(np.clip(raw, 0.0, 1.0))
+                text = stored[int(j)]
+                cand = ScoredCandidate(text, sim, clusters.judge(p.b, text))
+                if sim >= min_similarity:
+                    a = analyze(p.b, text)
+                    cand.refused, cand.equivalent = a.reason, a.equivalent
+                    cand.features = semantic.features(sim, None, a)
+                else:
+                    cand.refused = "below"
+                cands.append(cand)
+            out.append(ScoredQuery(p.b, p.label, ns, cands))
+    if verifier is not None:
+        _verify(out, verifier, min_similarity, progress)
+    return out
 
-    def embed(texts: list[str]) -> np.ndarray:
-        step = batch_size
-        parts = [embedder.embed(texts[i : i + step]) for i in range(0, len(texts), step)]
-        return np.vstack(parts).astype(np.float32)
 
-    store_vecs = embed(stored)
-    query_vecs = embed([p.b for p in pairs])
-    scores = np.full(len(pairs), -1.0, dtype=np.float32)
-    verdicts = ["none"] * len(pairs)
-    for start in range(0, len(pairs), 1024):
-        sims = query_vecs[start : start + 1024] @ store_vecs.T
-        k = min(top_k, sims.shape[1])
-        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        for row, cand in enumerate(top):
-            i = start + row
-            order = cand[np.argsort(-sims[row, cand])]
-            q = pairs[i].b
-            for j in order:
-                matched = stored[j]
-                if guards and check_guards(q, matched):
-                    continue
-                scores[i] = float(np.clip(sims[row, j], 0.0, 1.0))
-                verdicts[i] = clusters.judge(q, matched)
-                break
-    positives = sum(1 for p in pairs if p.label == 1)
-    return scores, verdicts, positives
+def _verify(
+    queries: Sequence[ScoredQuery],
+    verifier: Reranker,
+    min_similarity: float,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None,
+) -> None:
+    rows: Iterable[ScoredQuery] = queries
+    if progress is not None:
+        rows = progress(rows)
+    for q in rows:
+        todo = [c for c in q.candidates if not c.refused and c.similarity >= min_similarity]
+        if not todo:
+            continue
+        scores = verifier.score(q.query, [c.text for c in todo])
+        for c, s in zip(todo, scores, strict=True):
+            c.verifier = float(s)
+            v = min(1 - 1e-6, max(1e-6, float(s)))
+            c.features["verifier_logit"] = float(np.log(v / (1 - v)))
+
+
+def served(
+    q: ScoredQuery,
+    point: float,
+    mode: str = "engine",
+    *,
+    floor: float = semantic.EQUIVALENT_FLOOR,
+    combiner: semantic.Combiner | None = None,
+    rerank_threshold: float = 0.5,
+) -> ScoredCandidate | None:
+    """The candidate the cache would serve at operating point ``point``.
+
+    Modes: ``"static"`` (nearest stored question, cosine ≥ point: the design GPTCache,
+    RedisVL and langchain-redis ship), ``"engine"`` (our default: difference analysis,
+    equivalence floor, threshold = point), ``"veto"`` (engine + a verifier that must score
+    ≥ ``rerank_threshold``), ``"combiner"`` (a trained combiner; point = its cut).
+    """
+    if mode == "static":
+        c = q.candidates[0] if q.candidates else None
+        return c if c is not None and c.similarity >= point else None
+    if mode == "combiner":
+        if combiner is None:
+            raise ConfigurationError("mode 'combiner' needs a combiner")
+        best: tuple[float, ScoredCandidate] | None = None
+        for c in q.candidates:
+            if c.refused or c.verifier is None or c.similarity < combiner.min_similarity:
+                continue
+            p = combiner.probability(c.features)
+            if p >= point and (best is None or p > best[0]):
+                best = (p, c)
+        return best[1] if best else None
+    for c in q.candidates:
+        if c.refused:
+            continue
+        if c.similarity >= point or (c.equivalent and c.similarity >= floor):
+            if mode == "veto" and (c.verifier is None or c.verifier < rerank_threshold):
+                continue
+            return c
+    return None
 
 
 def curve(
-    scores: np.ndarray,
-    verdicts: Sequence[str],
-    labels: Sequence[int],
-    thresholds: Iterable[float],
+    queries: Sequence[ScoredQuery],
+    points: Iterable[float] = GRID,
+    mode: str = "engine",
+    **kw: Any,
 ) -> list[CurvePoint]:
-    positives = max(1, sum(labels))
-    verdict_arr = np.array(verdicts)
-    label_arr = np.array(labels)
+    """Hits, precision (and its lower bound), judged precision, hit rate per point."""
+    positives = max(1, sum(q.label for q in queries))
     out = []
-    for t in thresholds:
-        served = scores >= t
-        correct = int(np.sum(served & (verdict_arr == "correct")))
-        wrong = int(np.sum(served & (verdict_arr == "wrong")))
-        unknown = int(np.sum(served & (verdict_arr == "unknown")))
+    for t in points:
+        correct = wrong = unknown = pos_correct = 0
+        for q in queries:
+            c = served(q, t, mode, **kw)
+            if c is None:
+                continue
+            if c.verdict == "correct":
+                correct += 1
+                pos_correct += q.label
+            elif c.verdict == "wrong":
+                wrong += 1
+            else:
+                unknown += 1
         hits = correct + wrong + unknown
-        pos_correct = int(np.sum(served & (verdict_arr == "correct") & (label_arr == 1)))
         out.append(
             CurvePoint(
                 threshold=round(float(t), 4),
@@ -194,18 +342,25 @@ def curve(
                 hit_rate=pos_correct / positives,
                 precision=correct / hits if hits else 1.0,
                 judged_precision=correct / (correct + wrong) if correct + wrong else 1.0,
+                precision_lower=wilson_lower(correct, hits),
             )
         )
     return out
 
 
+def pick(points: Sequence[CurvePoint], target_precision: float) -> CurvePoint | None:
+    """The lowest operating point whose lower 95 % bound on precision meets the target
+    (``None`` when none does)."""
+    ok = [p for p in points if p.hits and p.precision_lower >= target_precision]
+    return min(ok, key=lambda p: p.threshold) if ok else None
+
+
 def pick_threshold(points: Sequence[CurvePoint], target_precision: float) -> CurvePoint:
-    """The lowest threshold whose precision, and every stricter one's, meets the target."""
-    ordered = sorted(points, key=lambda p: p.threshold)
-    for i, p in enumerate(ordered):
-        if all(q.precision >= target_precision for q in ordered[i:] if q.hits >= 20):
-            return p
-    return ordered[-1]
+    """:func:`pick`, or the point with the best bound when none meets the target."""
+    chosen = pick(points, target_precision)
+    if chosen is not None:
+        return chosen
+    return max(points, key=lambda p: (p.precision_lower, p.threshold))
 
 
 def calibrate(
@@ -215,26 +370,47 @@ def calibrate(
     target_precision: float = 0.9,
     limit: int | None = 5000,
     seed: int = 0,
-    guards: bool = True,
+    reranker: Reranker | None = None,
+    min_namespace_pairs: int = 200,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> dict[str, Any]:
-    """Measure the threshold curve and pick the threshold for ``target_precision``.
+    """Measure the curve and pick the threshold for ``target_precision`` from its bound.
 
-    Returns the JSON-ready config that ``LayeredCache(config=...)`` reads.
+    Pairs carrying a ``namespace`` get a threshold per namespace when a namespace has at
+    least ``min_namespace_pairs`` of them. Returns the JSON-ready config that
+    ``LayeredCache(config=...)`` reads.
     """
     if not 0.0 < target_precision < 1.0:
         raise ConfigurationError("target_precision must be in (0, 1)")
     pairs = load_pairs(path, limit=limit, seed=seed)
     judge = load_pairs(path)  # clusters from the whole file, not only the sample's rows
-    scores, verdicts, _ = evaluate_pairs(pairs, embedder, guards=guards, judge_with=judge)
-    grid = [round(0.70 + 0.01 * i, 2) for i in range(30)]
-    points = curve(scores, verdicts, [p.label for p in pairs], grid)
-    chosen = pick_threshold(points, target_precision)
-    return {
+    mode = "veto" if reranker is not None else "engine"
+    queries = score_queries(pairs, embedder, verifier=reranker, judge_with=judge,
+                            progress=progress)
+    points = curve(queries, GRID, mode)
+    chosen = pick(points, target_precision)
+    fallback = chosen is None
+    if chosen is None:
+        chosen = pick_threshold(points, target_precision)
+    result: dict[str, Any] = {
         "threshold": chosen.threshold,
         "target_precision": target_precision,
+        "precision_bound": round(chosen.precision_lower, 4),
+        "target_met": not fallback,
         "embedder": getattr(embedder, "name", type(embedder).__name__),
         "pairs": len(pairs),
-        "guards": guards,
+        "mode": mode,
         "chosen": asdict(chosen),
         "curve": [asdict(p) for p in points],
+        "thresholds": {},
     }
+    namespaces = {q.namespace for q in queries}
+    if len(namespaces) > 1:
+        for ns in sorted(namespaces):
+            ns_queries = [q for q in queries if q.namespace == ns]
+            if len(ns_queries) < min_namespace_pairs:
+                continue
+            p = pick(curve(ns_queries, GRID, mode), target_precision)
+            if p is not None:
+                result["thresholds"][ns] = p.threshold
+    return result

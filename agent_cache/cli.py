@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agent_cache.errors import AgentCacheError
 
@@ -34,6 +35,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             peer=not args.no_peer,
         )
         return 0
+    if args.suite == "semantic":
+        from agent_cache.bench.semantic import run_semantic_bench
+
+        run_semantic_bench(
+            out=Path(args.out),
+            data=Path(args.data) if args.data else None,
+            pairs=args.pairs,
+            verifier=Path(args.verifier) if args.verifier else None,
+            train_verifier=args.train_verifier,
+            peer=not args.no_peer,
+        )
+        return 0
     if args.suite != "core":
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
@@ -41,7 +54,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     run_core_bench(
         out=Path(args.out),
         data=Path(args.data) if args.data else None,
-        pairs=args.pairs,
         sizes=tuple(args.sizes),
     )
     return 0
@@ -65,22 +77,40 @@ def _cmd_vllm_command(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from agent_cache.calibrate import calibrate
     from agent_cache.embedders import embedder_from
+    from agent_cache.rerankers import reranker_from
 
     result = calibrate(
         args.file,
         embedder_from(args.embedder),
         target_precision=args.target_precision,
         limit=args.limit,
-        guards=not args.no_guards,
+        reranker=reranker_from(args.reranker) if args.reranker else None,
+        progress=_progress_bar(),
     )
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     c = result["chosen"]
+    promise = (
+        f"precision >= {result['target_precision']} promised: its lower 95% bound is "
+        f"{result['precision_bound']:.3f}"
+        if result["target_met"]
+        else f"WARNING: no threshold reaches a lower 95% bound of {result['target_precision']} "
+        f"on these pairs; the strictest bound found is {result['precision_bound']:.3f}"
+    )
+    per_ns = "".join(f"\n  namespace {ns!r}: {t:.2f}" for ns, t in result["thresholds"].items())
     print(
-        f"threshold {result['threshold']:.2f}: precision {c['precision']:.3f}, "
-        f"hit rate {c['hit_rate']:.3f} on {result['pairs']} pairs -> {args.out}\n"
-        f"use it with LayeredCache(config={args.out!r})"
+        f"threshold {result['threshold']:.2f}: precision {c['precision']:.3f} "
+        f"({c['hits']} hits), hit rate {c['hit_rate']:.3f} on {result['pairs']} pairs; "
+        f"{promise}{per_ns}\n-> {args.out}; use it with LayeredCache(config={args.out!r})"
     )
     return 0
+
+
+def _progress_bar() -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the model dependencies
+        return None
+    return lambda items: tqdm(items, total=len(items), leave=False)
 
 
 def _cmd_train_verifier(args: argparse.Namespace) -> int:
@@ -99,12 +129,14 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
         limit=args.limit,
         exclude=exclude,
         seed=args.seed,
+        holdout=args.holdout,
+        target_precision=args.target_precision,
         log=print,
     )
     print(
         f"verifier saved to {out} in {time.perf_counter() - started:.0f} s"
         + (f" ({len(exclude)} sample questions excluded)" if exclude else "")
-        + f"\nuse it with LayeredCache(reranker=CrossEncoderReranker({str(out)!r}))"
+        + f"\nuse it with LayeredCache(reranker={str(out)!r})"
     )
     return 0
 
@@ -137,12 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
-    bench.add_argument("suite", choices=["core", "prefix"], help="which benchmark")
+    bench.add_argument("suite", choices=["core", "prefix", "semantic"], help="which benchmark")
     bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
         "--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)"
     )
-    bench.add_argument("--pairs", type=int, default=5000, help="pairs sampled for the QQP curve")
+    bench.add_argument(
+        "--pairs", type=int, default=4000, help="semantic: test pairs sampled (unseen half)"
+    )
+    bench.add_argument("--verifier", default=None, help="semantic: a trained verifier DIR")
+    bench.add_argument(
+        "--train-verifier",
+        action="store_true",
+        help="semantic: train one on the calibration half (cached in .bench_cache/)",
+    )
     bench.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     bench.add_argument("--requests", type=int, default=2000, help="prefix: online stream size")
     bench.add_argument("--batch", type=int, default=600, help="prefix: offline batch size")
@@ -155,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
     )
-    bench.add_argument("--no-peer", action="store_true", help="prefix: skip ContextPilot")
+    bench.add_argument(
+        "--no-peer", action="store_true", help="skip the peer (ContextPilot / GPTCache)"
+    )
     bench.set_defaults(func=_cmd_bench)
 
     vcmd = sub.add_parser("vllm-command", help="print the recommended `vllm serve` command")
@@ -171,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--target-precision", type=float, default=0.9)
     cal.add_argument("--limit", type=int, default=5000)
     cal.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
-    cal.add_argument("--no-guards", action="store_true")
+    cal.add_argument(
+        "--reranker", default=None, help="calibrate with this verifier (a veto) in the loop"
+    )
     cal.add_argument("--out", default="agent_cache.json")
     cal.set_defaults(func=_cmd_calibrate)
 
@@ -181,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     tv.add_argument("file", help="labeled pairs: {a, b, label} JSON lines")
     tv.add_argument("--out", required=True, help="directory the model is saved to")
     tv.add_argument("--epochs", type=int, default=1)
-    tv.add_argument("--limit", type=int, default=30000, help="pairs sampled for training")
+    tv.add_argument(
+        "--limit", type=int, default=30000, help="training rows (pairs + mined + counterfactual)"
+    )
     tv.add_argument(
         "--exclude-sample",
         type=int,
@@ -190,6 +236,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave out the questions of the seeded N-pair sample `bench core --pairs N` uses",
     )
     tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument(
+        "--holdout",
+        type=float,
+        default=0.2,
+        help="share of pairs (question-disjoint) held out to fit and calibrate the combiner",
+    )
+    tv.add_argument(
+        "--target-precision",
+        type=float,
+        default=0.9,
+        help="the combiner's cut: lowest whose lower 95%% bound on precision meets this",
+    )
     tv.set_defaults(func=_cmd_train_verifier)
 
     warm = sub.add_parser("warmup", help="bulk-load {prompt, response} JSON lines")

@@ -11,6 +11,7 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy.typing as npt
 
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Reranker
+from agent_cache.semantic import Combiner
 
 __all__ = [
     "CrossEncoderReranker",
@@ -93,10 +95,15 @@ class CrossEncoderReranker(_Lazy):
 
     def __init__(self, model: str | Any, *, device: str = "cpu") -> None:
         super().__init__()
+        #: the calibrated combiner saved beside a model trained by ``train-verifier``
+        #: (read without loading the model); ``None`` for any other cross-encoder
+        self.combiner: Combiner | None = None
         if isinstance(model, str):
             if not model.strip():
                 raise ConfigurationError("a cross-encoder model name or path is required")
             self.name = model
+            if Path(model).is_dir():
+                self.combiner = Combiner.load(model)
         elif callable(getattr(model, "predict", None)):
             self.name = str(getattr(model, "model_name_or_path", None) or type(model).__name__)
             self._model = model

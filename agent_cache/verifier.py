@@ -1,42 +1,71 @@
-"""Train a duplicate-question verifier: a cross-encoder fine-tuned on labeled pairs.
+"""Train a verifier that earns its place: ``agent-cache train-verifier FILE --out DIR``.
 
-``agent-cache train-verifier FILE --out DIR`` fine-tunes a one-label sentence-transformers
-``CrossEncoder`` initialised from the bundled all-MiniLM-L6-v2 weights on ``{"a", "b",
-"label"}`` JSON lines (the :func:`agent_cache.calibrate.load_pairs` format). The saved
-directory loads with ``CrossEncoderReranker(str(out_dir))`` and serves as
-``LayeredCache(reranker=...)``.
+v0.1 fine-tuned a cross-encoder on random labeled pairs and used its raw score against a
+fixed ``rerank_threshold`` of 0.5: trained on 20k QQP pairs it only matched the guarded
+cosine, and a small run put 1 of 100 true pairs over 0.5 without a word. This trainer
+fixes the three causes:
+
+1. **Train on the decision the cache makes.** Besides the labeled pairs, each question is
+   looked up among the stored ones with the embedder, and its top-k neighbours become
+   training rows labeled by the duplicate clusters: the hard negatives the cosine
+   confuses, which random pairs rarely contain.
+2. **Counterfactual hard negatives** from the user's own questions, made by the
+   perturbations the difference analysis knows (swap the arguments of a relation, an
+   opposite word, another number, date or name, a negation), and typo'd positives.
+3. **A calibrated combiner instead of a fixed cut.** On pairs held out of training
+   (question-disjoint), the cosine, the verifier's logit and the difference features are
+   combined in a small logistic model, and its cut is chosen from the lower 95 %
+   confidence bound on precision (:mod:`agent_cache.calibrate`). The combiner is saved
+   beside the model (``agent_cache_combiner.json``) and used by
+   ``LayeredCache(reranker=DIR)``; the run says when the verifier does not beat the cosine.
 
 A model trained on licensed evaluation data (such as the QQP development split) is for
-local evaluation only: never commit or ship it. Pass ``exclude`` (or ``--exclude-sample
-N`` on the command line) so that the questions a benchmark evaluates on stay unseen.
+local evaluation only: never commit or ship it.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from pathlib import Path
+from typing import Any
 
-from agent_cache.calibrate import Pair, load_pairs
-from agent_cache.embedders import DEFAULT_EMBEDDER, resolve_model_path
+import numpy as np
+
+from agent_cache import lexicon as lx
+from agent_cache import semantic
+from agent_cache.calibrate import (
+    Pair,
+    ScoredQuery,
+    curve,
+    load_pairs,
+    pick,
+    question_split,
+    score_queries,
+)
+from agent_cache.embedders import DEFAULT_EMBEDDER, embedder_from, resolve_model_path
 from agent_cache.errors import ConfigurationError, MissingDependencyError
 from agent_cache.keys import normalize
+from agent_cache.protocols import Embedder
 
 __all__ = [
+    "fit_combiner",
+    "mine_neighbours",
+    "perturb",
     "prepare_examples",
     "sample_questions",
     "train_verifier",
 ]
 
+Row = tuple[str, str, float]
+
 
 def sample_questions(path: str | Path, n: int, *, seed: int = 0) -> set[str]:
-    """The normalized ``a`` and ``b`` texts of the seeded ``n``-pair sample.
-
-    The same sample ``load_pairs(path, limit=n, seed=seed)`` that ``agent-cache bench core
-    --pairs n`` and ``calibrate`` evaluate on.
-    """
+    """The normalized ``a`` and ``b`` texts of the seeded ``n``-pair sample."""
     if n < 1:
         raise ConfigurationError("the excluded sample needs at least one pair")
     out: set[str] = set()
@@ -53,13 +82,11 @@ def prepare_examples(
     exclude: set[str] | None = None,
     seed: int = 0,
     both_orders: bool = False,
-) -> list[tuple[str, str, float]]:
+) -> list[Row]:
     """Training rows ``(first, second, label)`` from labeled pairs.
 
-    Pairs with either question in ``exclude`` (normalized texts, compared after
-    :func:`agent_cache.keys.normalize`) are dropped; then a seeded sample of ``limit``
-    pairs is kept. Each pair appears in a seeded random order, or in both orders when
-    ``both_orders`` (twice the rows, twice the training time).
+    Pairs with either question in ``exclude`` (normalized) are dropped; then a seeded
+    sample of ``limit`` pairs is kept, each in a random order (or both orders).
     """
     if limit is not None and limit < 1:
         raise ConfigurationError("limit must be >= 1")
@@ -72,7 +99,7 @@ def prepare_examples(
     rng = random.Random(seed)
     if limit is not None and limit < len(kept):
         kept = rng.sample(kept, limit)
-    rows: list[tuple[str, str, float]] = []
+    rows: list[Row] = []
     for p in kept:
         label = float(p.label)
         if both_orders:
@@ -88,11 +115,232 @@ def prepare_examples(
     return rows
 
 
+# ------------------------------------------------------------------ mined neighbours
+def mine_neighbours(
+    pairs: Sequence[Pair],
+    embedder: Embedder,
+    *,
+    judge_with: Sequence[Pair] | None = None,
+    top_k: int = 5,
+    limit: int | None = None,
+    seed: int = 0,
+) -> list[Row]:
+    """The cache's own decisions as training rows: each ``b`` against its top-k stored
+    ``a`` (by the embedder), labeled 1 when the clusters say duplicate, else 0."""
+    queries = score_queries(pairs, embedder, top_k=top_k, judge_with=judge_with,
+                            min_similarity=2.0)  # no analysis needed here
+    rows: list[Row] = []
+    for q in queries:
+        for c in q.candidates:
+            if normalize(c.text) == normalize(q.query):
+                continue
+            rows.append((q.query, c.text, 1.0 if c.verdict == "correct" else 0.0))
+    rng = random.Random(seed)
+    rng.shuffle(rows)
+    return rows[:limit] if limit is not None else rows
+
+
+# ------------------------------------------------------------------ counterfactuals
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_NUM = re.compile(r"\b\d+(?:\.\d+)?\b")
+_REL = re.compile(r"\b(\w+) (than|to|into|from|vs|over) (\w+)\b")
+_AUX = re.compile(r"\b(is|are|can|do|does|did|should|will|was|were|could|would)\b",
+                  re.IGNORECASE)
+_OPP: dict[str, list[str]] = {}
+for _a, _b in lx.OPPOSITE_PAIRS:
+    _OPP.setdefault(_a, []).append(_b)
+    _OPP.setdefault(_b, []).append(_a)
+_TEMPORAL_SWAPS = [
+    ("today", "tomorrow"), ("tomorrow", "yesterday"), ("tonight", "tomorrow night"),
+    ("this week", "next week"), ("next month", "last month"), ("morning", "evening"),
+    ("monday", "friday"), ("tuesday", "sunday"), ("summer", "winter"), ("january", "june"),
+]
+
+
+def _swap_case(word: str, template: str) -> str:
+    return word.capitalize() if template[:1].isupper() else word
+
+
+def perturb(text: str, rng: random.Random, names: Sequence[str] = ()) -> tuple[str, str] | None:
+    """A close variant of ``text`` that asks something else, and how it was made.
+
+    Example:
+        >>> perturb("Is Rome bigger than Madrid?", random.Random(0))[1]  # doctest: +SKIP
+        'order'
+    """
+    ops = ["opposite", "order", "number", "temporal", "negation", "entity"]
+    rng.shuffle(ops)
+    for op in ops:
+        out: str | None = None
+        if op == "opposite":
+            words = [m for m in _WORD.finditer(text) if m.group(0).lower() in _OPP]
+            if words:
+                m = rng.choice(words)
+                new = _swap_case(rng.choice(_OPP[m.group(0).lower()]), m.group(0))
+                out = text[: m.start()] + new + text[m.end() :]
+        elif op == "order":
+            rel = _REL.search(text)
+            if rel and rel.group(1).lower() != rel.group(3).lower():
+                m = rel
+                swapped = f"{m.group(3)} {m.group(2)} {m.group(1)}"
+                out = text[: m.start()] + swapped + text[m.end() :]
+        elif op == "number":
+            nums = list(_NUM.finditer(text))
+            if nums:
+                m = rng.choice(nums)
+                value = m.group(0)
+                new = str(int(float(value)) + rng.choice([1, 2, 10])) if "." not in value else (
+                    value[:-1] + str((int(value[-1]) + 1) % 10))
+                out = text[: m.start()] + new + text[m.end() :]
+        elif op == "temporal":
+            low = text.lower()
+            for a, b in rng.sample(_TEMPORAL_SWAPS, len(_TEMPORAL_SWAPS)):
+                i = low.find(a)
+                if i >= 0:
+                    out = text[:i] + _swap_case(b, text[i : i + len(a)]) + text[i + len(a) :]
+                    break
+        elif op == "negation":
+            aux = _AUX.search(text)
+            if aux and " not " not in text.lower() and "n't" not in text.lower():
+                out = text[: aux.end()] + " not" + text[aux.end() :]
+        elif op == "entity" and names:
+            caps = [m for m in _WORD.finditer(text) if m.start() > 0 and m.group(0)[0].isupper()]
+            if caps:
+                m = rng.choice(caps)
+                other = rng.choice(names)
+                if other.lower() != m.group(0).lower():
+                    out = text[: m.start()] + other + text[m.end() :]
+        if out is not None and normalize(out) != normalize(text):
+            return out, op
+    return None
+
+
+def _typo(text: str, rng: random.Random) -> str | None:
+    words = [m for m in _WORD.finditer(text) if len(m.group(0)) >= 6]
+    if not words:
+        return None
+    m = rng.choice(words)
+    w = m.group(0)
+    i = rng.randrange(1, len(w) - 2)
+    typo = w[:i] + w[i + 1] + w[i] + w[i + 2 :]
+    return text[: m.start()] + typo + text[m.end() :]
+
+
+def counterfactuals(questions: Sequence[str], n: int, *, seed: int = 0) -> list[Row]:
+    """``n`` rows: hard negatives made by :func:`perturb`, and 1 typo'd positive in 5."""
+    rng = random.Random(seed)
+    names = sorted({m.group(0) for q in questions[:5000] for m in _WORD.finditer(q)
+                    if m.start() > 0 and m.group(0)[0].isupper()})
+    rows: list[Row] = []
+    tries = 0
+    while len(rows) < n and tries < 20 * n and questions:
+        tries += 1
+        q = rng.choice(questions)
+        if rng.random() < 0.2:
+            t = _typo(q, rng)
+            if t is not None:
+                rows.append((t, q, 1.0))
+            continue
+        made = perturb(q, rng, names)
+        if made is not None:
+            rows.append((made[0], q, 0.0) if rng.random() < 0.5 else (q, made[0], 0.0))
+    return rows
+
+
+# ------------------------------------------------------------------ the combiner
+_FEATURES = ("similarity", "verifier_logit", "equivalent", "detail", "synonym", "typo", "derived")
+
+
+def _fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, steps: int = 50) -> np.ndarray:
+    """Newton-IRLS logistic regression with a small ridge; ``x`` has a bias column."""
+    w = np.zeros(x.shape[1])
+    for _ in range(steps):
+        z = np.clip(x @ w, -40, 40)
+        p = 1.0 / (1.0 + np.exp(-z))
+        g = x.T @ (p - y) + l2 * w
+        h = (x * (p * (1 - p))[:, None]).T @ x + l2 * np.eye(x.shape[1])
+        step = np.linalg.solve(h, g)
+        w -= step
+        if float(np.abs(step).max()) < 1e-8:
+            break
+    return w
+
+
+def _auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    pos = [s for s, y in zip(scores, labels, strict=True) if y]
+    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
+    if not pos or not neg:
+        return 0.5
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(len(order))
+    ranks[order] = np.arange(1, len(order) + 1)
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def fit_combiner(
+    queries: Sequence[ScoredQuery],
+    *,
+    target_precision: float = 0.9,
+    min_similarity: float = 0.6,
+) -> semantic.Combiner:
+    """Fit the combiner on scored held-out queries and pick its cut from the bound."""
+    xs, ys = [], []
+    for q in queries:
+        for c in q.candidates:
+            if c.refused or c.verifier is None or c.similarity < min_similarity:
+                continue
+            xs.append([1.0] + [c.features.get(f, 0.0) for f in _FEATURES])
+            ys.append(1.0 if c.verdict == "correct" else 0.0)
+    if len(xs) < 20 or len(set(ys)) < 2:
+        raise ConfigurationError(
+            f"too few held-out candidates to fit the combiner ({len(xs)}); give more pairs"
+        )
+    w = _fit_logistic(np.asarray(xs), np.asarray(ys))
+    weights = {"bias": float(w[0])} | {f: float(v) for f, v in zip(_FEATURES, w[1:], strict=True)}
+    draft = semantic.Combiner(weights, 0.5, min_similarity)
+    cuts = [round(0.05 * i, 2) for i in range(1, 20)] + [0.97, 0.98, 0.99]
+    points = curve(queries, cuts, "combiner", combiner=draft)
+    chosen = pick(points, target_precision)
+    engine = pick(curve(queries, mode="engine"), target_precision)
+    verifier_scores = [c.verifier for q in queries for c in q.candidates
+                       if c.verifier is not None and not c.refused]
+    verifier_labels = [int(c.verdict == "correct") for q in queries for c in q.candidates
+                       if c.verifier is not None and not c.refused]
+    measured: dict[str, Any] = {
+        "held_out_queries": len(queries),
+        "candidates": len(xs),
+        "verifier_auc": round(_auc(verifier_scores, verifier_labels), 4),
+        "curve": [
+            {"cut": p.threshold, "hits": p.hits, "precision": round(p.precision, 4),
+             "precision_lower": round(p.precision_lower, 4), "hit_rate": round(p.hit_rate, 4)}
+            for p in points
+        ],
+        "engine_at_target": None if engine is None else {
+            "threshold": engine.threshold, "hit_rate": round(engine.hit_rate, 4),
+            "precision_lower": round(engine.precision_lower, 4)},
+    }
+    if chosen is None:
+        cut, bound = 0.99, None
+        measured["recommended"] = False
+        measured["why"] = "no cut reached the target precision's lower bound on held-out pairs"
+    else:
+        cut, bound = chosen.threshold, round(chosen.precision_lower, 4)
+        beats = engine is None or chosen.hit_rate > engine.hit_rate
+        measured["recommended"] = bool(beats and weights["verifier_logit"] > 0)
+        measured["hit_rate_at_target"] = round(chosen.hit_rate, 4)
+        if not measured["recommended"]:
+            measured["why"] = ("at the target, the verifier does not raise the hit rate over "
+                               "the difference analysis + cosine on held-out pairs")
+    return semantic.Combiner(weights, cut, min_similarity, target_precision, bound, measured)
+
+
+# ------------------------------------------------------------------ training
 def train_verifier(
     pairs_path: str | Path | Sequence[Pair],
     out_dir: str | Path,
     *,
     base: str | None = None,
+    embedder: Embedder | str | None = None,
     epochs: int = 1,
     limit: int | None = 30000,
     exclude: set[str] | None = None,
@@ -101,36 +349,38 @@ def train_verifier(
     seed: int = 0,
     learning_rate: float = 5e-5,
     both_orders: bool = False,
+    mined_share: float = 0.35,
+    counterfactual_share: float = 0.15,
+    holdout: float = 0.2,
+    holdout_limit: int | None = 3000,
+    target_precision: float = 0.9,
     threads: int | None = 2,
     max_steps: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """Fine-tune a one-label cross-encoder on labeled pairs and save it to ``out_dir``.
+    """Fine-tune a one-label cross-encoder and fit its combiner; save both to ``out_dir``.
 
     Args:
-        pairs_path: A JSON-lines file of ``{"a", "b", "label"}`` rows, or the pairs.
-        out_dir: Where the model is saved (created).
-        base: Initial weights; default: the bundled all-MiniLM-L6-v2 (a classification
-            head on top is newly initialised).
-        epochs: Passes over the training rows.
-        limit: Pairs sampled (seeded) after the exclusion; ``None`` for all.
-        exclude: Question texts (normalized) whose pairs are left out, e.g.
-            :func:`sample_questions` of the benchmark's sample.
-        max_length: Token limit of a (question, question) input.
-        batch_size: Training batch size.
-        seed: Sampling, orientation and training seed.
-        learning_rate: AdamW peak learning rate (10% linear warm-up, linear decay).
-        both_orders: Train on (a, b) and (b, a) instead of one random order per pair.
-        threads: ``torch.set_num_threads`` (``None`` leaves it unchanged).
-        max_steps: Stop after this many optimizer steps (tests).
-        log: A ``print``-like callable for progress, or ``None``.
-
-    Returns:
-        ``out_dir`` as a :class:`~pathlib.Path`; it loads with
-        ``CrossEncoderReranker(str(out_dir))``.
+        pairs_path: ``{"a", "b", "label"}`` JSON lines, or the pairs.
+        out_dir: where the model and ``agent_cache_combiner.json`` are saved.
+        base: initial weights (default: the bundled all-MiniLM-L6-v2; a new head).
+        embedder: the embedder that mines neighbours and scores the held-out pairs (the
+            cache's: default all-MiniLM-L6-v2).
+        limit: training rows in all (labeled pairs + mined + counterfactual).
+        mined_share / counterfactual_share: their shares of ``limit``.
+        holdout: the question-disjoint share of pairs kept out of training to fit and
+            calibrate the combiner (``0`` skips the combiner: a veto-only verifier).
+        target_precision: the combiner's cut is the lowest whose lower 95 % bound on
+            held-out precision meets this.
+        exclude: normalized question texts whose pairs are left out entirely.
+        max_steps: stop after this many optimizer steps (tests).
+        log: a ``print``-like callable for progress, or ``None``; progress bars show when
+            it is given.
     """
     if epochs < 1:
         raise ConfigurationError("epochs must be >= 1")
+    if not 0.0 <= holdout < 1.0:
+        raise ConfigurationError("holdout must be in [0, 1)")
     try:
         import torch
         from datasets import Dataset
@@ -148,24 +398,45 @@ def train_verifier(
     say = log or (lambda _msg: None)
     if threads is not None:
         torch.set_num_threads(threads)
-    all_pairs = load_pairs(pairs_path) if isinstance(pairs_path, (str, Path)) else list(pairs_path)
-    rows = prepare_examples(
-        all_pairs, limit=limit, exclude=exclude, seed=seed, both_orders=both_orders
+    every = load_pairs(pairs_path) if isinstance(pairs_path, (str, Path)) else list(pairs_path)
+    excluded = {normalize(t) for t in exclude} if exclude else set()
+    usable = [p for p in every
+              if normalize(p.a) not in excluded and normalize(p.b) not in excluded]
+    if not usable:
+        raise ConfigurationError("no training pairs left after the exclusion")
+    if holdout:
+        held, train = question_split(usable, seed=seed + 1, fraction=holdout)
+    else:
+        held, train = [], usable
+    if not train:
+        raise ConfigurationError("no training pairs left after the hold-out")
+    emb: Embedder = (
+        embedder if embedder is not None and not isinstance(embedder, str)
+        else embedder_from(embedder or DEFAULT_EMBEDDER)
     )
-    say(f"training rows: {len(rows)} ({sum(r[2] == 1.0 for r in rows)} positive)")
+    total = limit if limit is not None else len(train) * 2
+    n_mined = int(total * mined_share)
+    n_cf = int(total * counterfactual_share)
+    n_pairs = max(1, total - n_mined - n_cf)
+    rows = prepare_examples(train, limit=min(n_pairs, len(train)), seed=seed,
+                            both_orders=both_orders)
+    started = time.perf_counter()
+    if n_mined:
+        say(f"mining the embedder's nearest neighbours for {len(train)} training pairs ...")
+        rows += mine_neighbours(train, emb, judge_with=every, limit=n_mined, seed=seed)
+    if n_cf:
+        questions = list(dict.fromkeys(t for p in train for t in (p.a, p.b)))
+        rows += counterfactuals(questions, n_cf, seed=seed)
+    random.Random(seed).shuffle(rows)
+    positives = sum(r[2] == 1.0 for r in rows)
+    say(f"training rows: {len(rows)} ({positives} positive; pairs, mined neighbours and "
+        f"counterfactuals) prepared in {time.perf_counter() - started:.0f} s")
     dataset = Dataset.from_dict(
-        {
-            "sentence1": [r[0] for r in rows],
-            "sentence2": [r[1] for r in rows],
-            "label": [r[2] for r in rows],
-        }
+        {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows],
+         "label": [r[2] for r in rows]}
     )
-    model = CrossEncoder(
-        resolve_model_path(base or DEFAULT_EMBEDDER),
-        num_labels=1,
-        max_length=max_length,
-        device="cpu",
-    )
+    model = CrossEncoder(resolve_model_path(base or DEFAULT_EMBEDDER), num_labels=1,
+                         max_length=max_length, device="cpu")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="agent-cache-verifier-") as tmp:
@@ -185,14 +456,50 @@ def train_verifier(
             dataloader_num_workers=0,
             disable_tqdm=log is None,
         )
-        trainer = CrossEncoderTrainer(
-            model=model,
-            args=args,
-            train_dataset=dataset,
-            loss=BinaryCrossEntropyLoss(model),
-        )
+        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=dataset,
+                                      loss=BinaryCrossEntropyLoss(model))
         started = time.perf_counter()
         trainer.train()
         say(f"trained in {time.perf_counter() - started:.0f} s")
     model.save_pretrained(str(out))
+    if held:
+        from agent_cache.rerankers import CrossEncoderReranker
+
+        sample = held
+        if holdout_limit is not None and len(held) > holdout_limit:
+            sample = random.Random(seed).sample(held, holdout_limit)
+        say(f"scoring {len(sample)} held-out pairs to fit the combiner ...")
+        queries = score_queries(sample, emb, verifier=CrossEncoderReranker(model),
+                                judge_with=every, progress=_progress(log))
+        combiner = fit_combiner(queries, target_precision=target_precision)
+        combiner.save(out)
+        m = combiner.measured
+        say(f"combiner: cut {combiner.cut:.2f}, precision lower bound "
+            f"{combiner.precision_bound} at target {target_precision} on held-out questions; "
+            f"verifier AUC {m.get('verifier_auc')}")
+        if not m.get("recommended"):
+            say(f"WARNING: {m.get('why', 'the verifier is not recommended')}: keep the "
+                "default (no verifier) or train on more pairs.")
+    (out / "agent_cache_training.json").write_text(
+        json.dumps({"rows": len(rows), "positives": positives, "pairs": len(train),
+                    "held_out_pairs": len(held), "seed": seed, "epochs": epochs,
+                    "mined_share": mined_share, "counterfactual_share": counterfactual_share},
+                   indent=2) + "\n", encoding="utf-8")
     return out
+
+
+def _progress(log: Callable[[str], None] | None) -> Callable[[Iterable[Any]], Iterable[Any]] | None:
+    if log is None:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with transformers
+        return None
+
+    def wrap(items: Iterable[Any]) -> Iterable[Any]:
+        total = len(items) if isinstance(items, Sized) else None
+        bar: Iterable[Any] = tqdm(items, total=total, leave=False)
+        return bar
+
+    return wrap
+

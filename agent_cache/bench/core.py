@@ -1,6 +1,6 @@
 """``agent-cache bench core``: exact-hit latency, semantic lookup latency, QQP hit rate.
 
-One run measures three things and writes them as one section of ``docs/benchmarks.md``
+One run measures two things and writes them as one section of ``docs/benchmarks.md``
 (between ``<!-- bench:core:start -->`` and ``<!-- bench:core:end -->``; the rest of the
 file is kept):
 
@@ -9,8 +9,7 @@ file is kept):
    so the engine's own overhead is visible.
 2. **Semantic lookups** at several store sizes: one-query embedding, k-NN search in
    ``MemoryVectorStore`` and ``ChromaVectorStore``, and the end-to-end semantic-miss path.
-3. **QQP hit rate and precision** over a threshold curve, with and without guards, with
-   the protocol of the evaluation data's README (:mod:`agent_cache.calibrate`).
+(Precision and hit rate on labeled pairs moved to ``agent-cache bench semantic``.)
 
 Machines are shared and noisy, so contenders are alternated in rounds (the order rotates
 every round), every call is timed on its own, and p50/p95 are reported next to ratios
@@ -34,7 +33,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -42,9 +40,7 @@ from typing import Any
 import numpy as np
 
 from agent_cache import _request as rq
-from agent_cache.cache import DEFAULT_THRESHOLD, LayeredCache
-from agent_cache.calibrate import curve, evaluate_pairs, load_pairs, pick_threshold
-from agent_cache.embedders import MemoEmbedder
+from agent_cache.cache import LayeredCache
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import Embedder, MetaValue
 from agent_cache.testing import HashEmbedder
@@ -561,57 +557,6 @@ def _bench_semantic(
     }
 
 
-# ---------------------------------------------------------------------------- 3. QQP
-def _bench_qqp(
-    data: Path, embedder: Embedder, pairs_n: int, seed: int, log: Callable[[str], None]
-) -> dict[str, Any]:
-    every = load_pairs(data)
-    pairs = load_pairs(data, limit=pairs_n, seed=seed)
-    memo = MemoEmbedder(embedder, maxsize=4 * len(pairs) + 16)  # the second pass re-embeds nothing
-    t0 = time.perf_counter()
-    s_g, v_g, positives = evaluate_pairs(pairs, memo, guards=True, judge_with=every)
-    t_guard = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    s_n, v_n, _ = evaluate_pairs(pairs, memo, guards=False, judge_with=every)
-    t_static = time.perf_counter() - t0
-    grid = sorted(set(_THRESHOLDS) | {round(DEFAULT_THRESHOLD, 2)})
-    labels = [p.label for p in pairs]
-    guarded = curve(s_g, v_g, labels, grid)
-    static = curve(s_n, v_n, labels, grid)
-    default = next(p for p in guarded if abs(p.threshold - DEFAULT_THRESHOLD) < 1e-9)
-    same = [p for p in static if p.hits > 0 and p.precision >= default.precision]
-    best_static = max(same, key=lambda p: (p.hit_rate, -p.threshold)) if same else None
-    targets: dict[str, Any] = {}
-    for target in (0.85, 0.90):
-        g = pick_threshold(guarded, target)
-        s = pick_threshold(static, target)
-        targets[f"{target:.2f}"] = {
-            "guards": asdict(g) if g.precision >= target else None,
-            "static": asdict(s) if s.precision >= target else None,
-        }
-    log(
-        f"  QQP: {len(pairs)} pairs, {len(set(p.a for p in pairs))} stored, "
-        f"{positives} positive queries; guarded pass {t_guard:.0f} s, static pass "
-        f"{t_static:.0f} s"
-    )
-    return {
-        "pairs": len(pairs),
-        "judged_with": len(every),
-        "stored": len(set(p.a for p in pairs)),
-        "positives": positives,
-        "seed": seed,
-        "data": str(data),
-        "embed_s": t_guard,
-        "static_s": t_static,
-        "embedder": getattr(embedder, "name", type(embedder).__name__),
-        "guards": [asdict(p) for p in guarded],
-        "static": [asdict(p) for p in static],
-        "default": asdict(default),
-        "best_static": asdict(best_static) if best_static else None,
-        "targets": targets,
-    }
-
-
 # ---------------------------------------------------------------------------- markdown
 def _fmt(x: float, digits: int = 2) -> str:
     if x >= 100:
@@ -630,12 +575,11 @@ def _render(results: dict[str, Any]) -> str:
     peers = ", ".join(f"{k} {v}" for k, v in env["peers"].items())
     lines = [
         SECTION_START,
-        "## Core: exact hits, semantic lookups, QQP hit rate",
+        "## Core: exact hits, semantic lookups",
         "",
         f"Measured {env['date']} on {env['cpus']} CPUs ({env['cpu']}, {env['platform']}), "
         f"Python {env['python']}, SQLite {env['sqlite']}, agent-cache {env['agent-cache']}. "
-        f"Peers: {peers}. Command: `agent-cache bench core "
-        f"--pairs {results['args']['pairs']} --sizes "
+        f"Peers: {peers}. Command: `agent-cache bench core --sizes "
         f"{' '.join(str(s) for s in results['args']['sizes'])}`; "
         f"the run took {results['elapsed_s'] / 60:.1f} min. 1-minute load average "
         f"(anything above 0 is other work on these {env['cpus']} CPUs, or ours): "
@@ -645,7 +589,6 @@ def _render(results: dict[str, Any]) -> str:
     ]
     lines += _render_exact(results.get("exact"))
     lines += _render_semantic(results.get("semantic"))
-    lines += _render_qqp(results.get("qqp"), results.get("qqp_note"))
     lines.append(SECTION_END)
     return "\n".join(lines) + "\n"
 
@@ -807,68 +750,6 @@ def _previous_size(rows: Sequence[dict[str, Any]], size: int) -> int:
     return max(prev) if prev else 0
 
 
-def _render_qqp(q: dict[str, Any] | None, note: str | None) -> list[str]:
-    out = ["### Hit rate and precision on QQP", ""]
-    if q is None:
-        return out + [f"Skipped: {note or 'no labeled pairs.'}", ""]
-    out += [
-        f"{q['pairs']:,} pairs sampled (seed {q['seed']}) from `{Path(q['data']).name}`: "
-        f"{q['stored']:,} distinct `a` stored, every `b` looked up, {q['positives']:,} "
-        f"positive-labeled queries; embedder `{q['embedder']}`. Protocol of the data's README "
-        "(`agent_cache.calibrate.evaluate_pairs` + `curve`): hits judged by duplicate "
-        f"clusters built from all {q['judged_with']:,} labeled pairs of the file "
-        "(`judge_with`; the sample's own labels miss most links between phrasings); "
-        "*precision* counts unknown verdicts as wrong (pessimistic), *judged* "
-        "precision leaves them out; *hit rate* = correct hits / positive-labeled queries. "
-        "**Guards** = our engine without a reranker (the nearest of the top 5 candidates "
-        "that passes `agent_cache.guards.check_guards`: numbers, negation, named entities, "
-        "opposites); **static** = the static design (nearest stored question, cosine ≥ t).",
-        "",
-        "| threshold | guards: hits | guards: precision | guards: judged | guards: hit rate "
-        "| static: hits | static: precision | static: judged | static: hit rate |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for g, s in zip(q["guards"], q["static"], strict=True):
-        mark = " **(default)**" if abs(g["threshold"] - DEFAULT_THRESHOLD) < 1e-9 else ""
-        out.append(
-            f"| {g['threshold']:.2f}{mark} | {g['hits']} | {g['precision']:.3f} | "
-            f"{g['judged_precision']:.3f} | {g['hit_rate']:.3f} | {s['hits']} | "
-            f"{s['precision']:.3f} | {s['judged_precision']:.3f} | {s['hit_rate']:.3f} |"
-        )
-    d, b = q["default"], q["best_static"]
-    out += [
-        "",
-        f"At `DEFAULT_THRESHOLD` = {DEFAULT_THRESHOLD:.2f} (guards): precision "
-        f"{d['precision']:.3f} (judged {d['judged_precision']:.3f}), hit rate "
-        f"{d['hit_rate']:.3f}.",
-    ]
-    if b is not None:
-        ratio = d["hit_rate"] / b["hit_rate"] if b["hit_rate"] > 0 else float("inf")
-        out.append(
-            f"Best static threshold at the same precision (highest static hit rate with "
-            f"precision ≥ {d['precision']:.3f}): t = {b['threshold']:.2f}, precision "
-            f"{b['precision']:.3f}, hit rate {b['hit_rate']:.3f}; ours vs static hit rate: "
-            f"{d['hit_rate']:.3f} vs {b['hit_rate']:.3f} ({ratio:.2f}×)."
-        )
-    else:
-        out.append(f"No static threshold on the grid reaches precision ≥ {d['precision']:.3f}.")
-    for target, t in q["targets"].items():
-        g, s = t["guards"], t["static"]
-        gtxt = (
-            f"t = {g['threshold']:.2f} (precision {g['precision']:.3f}, hit rate "
-            f"{g['hit_rate']:.3f})"
-            if g
-            else "not reached on the grid"
-        )
-        stxt = f"t = {s['threshold']:.2f} (hit rate {s['hit_rate']:.3f})" if s else "not reached"
-        out.append(
-            f"Precision ≥ {target} (lowest threshold from which every stricter one with ≥ 20 "
-            f"hits keeps it): guards {gtxt}; static {stxt}."
-        )
-    out.append("")
-    return out
-
-
 def write_section(
     out: Path, section: str, *, start_marker: str = SECTION_START, end_marker: str = SECTION_END
 ) -> None:
@@ -898,7 +779,6 @@ def run_core_bench(
     *,
     out: Path,
     data: Path | None,
-    pairs: int = 5000,
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
     embedder: Embedder | None = None,
     time_scale: float = 1.0,
@@ -909,23 +789,20 @@ def run_core_bench(
 
     Args:
         out: the markdown file (``docs/benchmarks.md``); only our section is replaced.
-        data: labeled pairs for the QQP section; ``None`` looks for
-            ``../shared/data/qqp_dev.jsonl`` and skips the section (with a note) if absent.
-        pairs: pairs sampled (seeded) for the QQP curve; hits are judged with the clusters
-            of the whole file.
+        data: labeled pairs whose questions are the semantic lookups' queries; ``None``
+            looks for ``../shared/data/qqp_dev.jsonl`` (generated questions if absent).
+            Precision and hit rate are ``agent-cache bench semantic``'s.
         sizes: vector-store sizes for the semantic section.
         embedder: the semantic embedder; default the bundled all-MiniLM-L6-v2 (tests pass
             a :class:`~agent_cache.testing.HashEmbedder`). Exact hits always use a
             HashEmbedder: they never embed.
         time_scale: multiplies every timing budget (tests use a small value).
-        seed: for the QQP sample, the random vectors and the query order.
+        seed: for the random vectors and the query order.
         log: progress printer.
 
     Returns:
         Every measurement, JSON-ready, plus ``"markdown"`` (the section written).
     """
-    if pairs < 1:
-        raise ConfigurationError("pairs must be >= 1")
     if not sizes or any(s < 1 for s in sizes):
         raise ConfigurationError("sizes must be positive entry counts")
     if time_scale <= 0:
@@ -934,25 +811,15 @@ def run_core_bench(
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     if data is None:
         data = default_data_path()
-        qqp_note = (
-            None
-            if data is not None
-            else "labeled pairs not found at ../shared/data/qqp_dev.jsonl (pass --data FILE)."
-        )
-    else:
-        if not data.is_file():
-            raise ConfigurationError(f"labeled pairs not found: {data}")
-        qqp_note = None
-    if qqp_note:
-        log(f"note: QQP section skipped: {qqp_note}")
+    elif not data.is_file():
+        raise ConfigurationError(f"labeled pairs not found: {data}")
     if embedder is None:
         from agent_cache.embedders import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
     results: dict[str, Any] = {
         "environment": _environment(),
-        "args": {"pairs": pairs, "sizes": sorted(set(sizes)), "data": str(data) if data else None},
-        "qqp_note": qqp_note,
+        "args": {"sizes": sorted(set(sizes)), "data": str(data) if data else None},
         "load": [("start", _load1())],
     }
     with tempfile.TemporaryDirectory(prefix="agent-cache-bench-") as tmpdir:
@@ -965,11 +832,6 @@ def run_core_bench(
         queries = _query_texts(data, seed)
         results["semantic"] = _bench_semantic(tmp, embedder, sizes, queries, time_scale, seed, log)
         results["load"].append(("after semantic", _load1()))
-        if data is not None:
-            log(f"QQP curve on {pairs} pairs ...")
-            results["qqp"] = _bench_qqp(data, embedder, pairs, seed, log)
-        else:
-            results["qqp"] = None
     results["load"].append(("end", _load1()))
     results["elapsed_s"] = time.perf_counter() - began
     section = _render(results)

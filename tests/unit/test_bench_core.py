@@ -59,7 +59,6 @@ def test_core_bench_writes_and_replaces_its_section(tmp_path: Path) -> None:
     kwargs = dict(
         out=out,
         data=data,
-        pairs=200,
         sizes=(200,),
         embedder=HashEmbedder(dim=384),
         time_scale=0.02,
@@ -92,16 +91,6 @@ def test_core_bench_writes_and_replaces_its_section(tmp_path: Path) -> None:
     diagnostics = _table(section, "| entries | Chroma without `where` p50 ms |")
     assert len(diagnostics) == 1 and _numbers(diagnostics[0][1])[0] > 0
 
-    qqp = _table(section, "| threshold | guards: hits |")
-    thresholds = [_numbers(r[0])[0] for r in qqp]
-    assert thresholds[0] == pytest.approx(0.80) and thresholds[-1] == pytest.approx(0.99)
-    assert len(qqp) == 20
-    for row in qqp:
-        rates = [_numbers(c)[0] for c in row[2:5] + row[6:9]]
-        assert all(0.0 <= r <= 1.0 for r in rates)
-    assert "DEFAULT_THRESHOLD" in section
-    assert result["qqp"]["pairs"] == 200
-
     # Keep what others wrote around the section; a second run replaces, never duplicates.
     out.write_text(text + "\n## Other suite\n\nkept\n", encoding="utf-8")
     run_core_bench(**kwargs)  # type: ignore[arg-type]
@@ -109,26 +98,6 @@ def test_core_bench_writes_and_replaces_its_section(tmp_path: Path) -> None:
     assert again.count(SECTION_START) == 1 and again.count(SECTION_END) == 1
     assert again.count("### Exact hits") == 1
     assert again.startswith("# Benchmarks") and again.rstrip().endswith("kept")
-
-
-def test_missing_default_data_skips_qqp_with_a_note(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("agent_cache.bench.core.default_data_path", lambda: None)
-    out = tmp_path / "benchmarks.md"
-    logs: list[str] = []
-    result = run_core_bench(
-        out=out,
-        data=None,
-        pairs=10,
-        sizes=(50,),
-        embedder=HashEmbedder(dim=32),
-        time_scale=0.01,
-        log=logs.append,
-    )
-    assert result["qqp"] is None
-    assert any("QQP section skipped" in line for line in logs)
-    assert "Skipped: labeled pairs not found" in out.read_text(encoding="utf-8")
 
 
 def test_write_section_appends_then_replaces(tmp_path: Path) -> None:

@@ -6,7 +6,17 @@ from pathlib import Path
 import pytest
 
 from agent_cache import ConfigurationError, LayeredCache
-from agent_cache.calibrate import Pair, curve, evaluate_pairs, load_pairs, pick_threshold
+from agent_cache.calibrate import (
+    CurvePoint,
+    Pair,
+    curve,
+    load_pairs,
+    pick,
+    pick_threshold,
+    question_split,
+    score_queries,
+    served,
+)
 from agent_cache.cli import main
 from agent_cache.testing import HashEmbedder
 
@@ -20,27 +30,45 @@ PAIRS = [
 ]
 
 
-def test_clusters_guards_and_curve() -> None:
-    scores, verdicts, positives = evaluate_pairs(PAIRS, HashEmbedder())
-    assert positives == 3
-    # the order-number and negation pairs never reach a hit: the guards refuse them
-    assert verdicts[2] in ("none", "correct") and verdicts[5] in ("none", "correct")
-    points = curve(scores, verdicts, [p.label for p in PAIRS], [0.0, 0.5, 0.99])
+def test_scored_queries_refuse_traps_and_curve_is_monotone() -> None:
+    queries = score_queries(PAIRS, HashEmbedder())
+    assert sum(q.label for q in queries) == 3
+    by_query = {q.query: q for q in queries}
+    # the order-number and negation pairs never reach a hit: the analysis refuses them
+    for trap in ("status of order 12346", "can't i cancel my plan online"):
+        assert served(by_query[trap], 0.0) is None
+        assert served(by_query[trap], 0.0, "static") is not None  # the static design serves
+    points = curve(queries, [0.0, 0.5, 0.99])
     assert points[0].hits >= points[1].hits >= points[2].hits
     assert all(0.0 <= p.precision <= 1.0 and 0.0 <= p.hit_rate <= 1.0 for p in points)
-    _, verdicts_ng, _ = evaluate_pairs(PAIRS, HashEmbedder(), guards=False)
-    assert verdicts_ng.count("wrong") + verdicts_ng.count("unknown") >= verdicts.count("wrong")
+    assert all(p.precision_lower <= p.precision for p in points)
 
 
-def test_pick_threshold_is_the_lowest_that_keeps_precision() -> None:
-    from agent_cache.calibrate import CurvePoint
+def test_pick_uses_the_lower_bound_not_the_point_estimate() -> None:
+    # 0.85 reads 0.93 precision on 30 hits; 0.90 reads 0.94 on 500: only the latter's
+    # lower bound clears 0.9 (the 71-hit point estimate is the trap)
+    from agent_cache.errorbound import wilson_lower
 
-    pts = [
-        CurvePoint(t, 100, int(100 * p), 100 - int(100 * p), 0, 0.5, p, p)
-        for t, p in ((0.8, 0.7), (0.85, 0.88), (0.9, 0.93), (0.95, 0.97))
-    ]
-    assert pick_threshold(pts, 0.9).threshold == 0.9
-    assert pick_threshold(pts, 0.85).threshold == 0.85
+    def point(t: float, hits: int, correct: int) -> CurvePoint:
+        return CurvePoint(t, hits, correct, hits - correct, 0, 0.5, correct / hits,
+                          correct / hits, wilson_lower(correct, hits))
+
+    pts = [point(0.80, 1000, 850), point(0.85, 30, 28), point(0.90, 500, 470),
+           point(0.95, 200, 196)]
+    assert pick(pts, 0.9).threshold == 0.90  # type: ignore[union-attr]
+    assert pick(pts, 0.99) is None
+    assert pick_threshold(pts, 0.99).threshold == 0.95  # the best bound when none meets it
+
+
+def test_question_split_keeps_duplicates_on_one_side() -> None:
+    pairs = [Pair(f"q{i} a", f"q{i} b", i % 2) for i in range(200)]
+    pairs += [Pair("q3 b", "q7 a", 1)]  # links two groups: they must land together
+    left, right = question_split(pairs, seed=3)
+    assert left and right
+    texts_left = {t for p in left for t in (p.a, p.b)}
+    texts_right = {t for p in right for t in (p.a, p.b)}
+    assert not texts_left & texts_right
+    assert ({"q3 b", "q7 a"} <= texts_left) or ({"q3 b", "q7 a"} <= texts_right)
 
 
 def test_load_pairs_validates(tmp_path: Path) -> None:

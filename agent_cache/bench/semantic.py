@@ -1,0 +1,534 @@
+"""``agent-cache bench semantic``: hits you can trust, measured on questions never tuned on.
+
+One run, written as one section of ``docs/benchmarks.md`` and a plot
+(``docs/img/semantic.png``: precision against hit rate):
+
+1. **QQP, question-disjoint.** The labeled development pairs are split so that no question
+   (nor any duplicate of it) is on both sides (:func:`agent_cache.calibrate.question_split`).
+   The threshold is calibrated on one half, the verifier trained on that half, and every
+   figure is measured on the other: the static design (nearest stored question, cosine ≥ t:
+   what GPTCache, RedisVL and langchain-redis ship), GPTCache 0.1.44 itself (same MiniLM
+   vectors, its default ``SearchDistanceEvaluation``, sqlite + faiss), our default
+   (difference analysis + equivalence floor + threshold) and our default with a verifier
+   trained by ``train-verifier``. Hit rate at precision 0.85 / 0.90 / 0.95, and the
+   calibration's promise (a lower confidence bound) next to what it delivered.
+2. **The trap suite** (``tests/data/trap_pairs.jsonl``): the share of traps served, by kind,
+   and of true paraphrases hit, for each contender.
+3. **The error bound** replayed on the unseen half: ``max_error_rate=0.05`` starting from a
+   threshold that serves ~15 % wrong hits.
+4. **Latency** of a semantic lookup with and without the verifier.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent_cache import semantic
+from agent_cache.bench.core import _environment, default_data_path, write_section
+from agent_cache.cache import DEFAULT_THRESHOLD, LayeredCache
+from agent_cache.calibrate import (
+    GRID,
+    CurvePoint,
+    Pair,
+    ScoredQuery,
+    curve,
+    load_pairs,
+    pick,
+    question_split,
+    score_queries,
+    served,
+)
+from agent_cache.embedders import MemoEmbedder, SentenceTransformerEmbedder
+from agent_cache.errorbound import ErrorBound
+from agent_cache.errors import ConfigurationError
+from agent_cache.protocols import Embedder
+from agent_cache.stores import MemoryStore
+
+__all__ = ["SECTION_END", "SECTION_START", "run_semantic_bench"]
+
+SECTION_START = "<!-- bench:semantic:start -->"
+SECTION_END = "<!-- bench:semantic:end -->"
+TARGETS = (0.85, 0.90, 0.95)
+CACHE_DIR = Path(".bench_cache")
+
+
+# ---------------------------------------------------------------------------- curves
+def _best_at(points: Sequence[CurvePoint], target: float) -> CurvePoint | None:
+    """The highest hit rate among points whose measured precision meets ``target``."""
+    ok = [p for p in points if p.hits and p.precision >= target]
+    return max(ok, key=lambda p: (p.hit_rate, -p.threshold)) if ok else None
+
+
+def _row(p: CurvePoint | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"point": p.threshold, "hit_rate": p.hit_rate, "precision": p.precision,
+            "precision_lower": p.precision_lower, "hits": p.hits}
+
+
+def _gptcache_points(
+    stored: Sequence[str], queries: Sequence[ScoredQuery], embedder: Embedder,
+    thresholds: Sequence[float], judge: Callable[[str, str], str], log: Callable[[str], None],
+) -> list[dict[str, Any]] | str:
+    """GPTCache 0.1.44 run for real: put every stored question, get every query."""
+    try:
+        from gptcache import Cache, Config
+        from gptcache.adapter.api import get, put
+        from gptcache.manager import CacheBase, VectorBase, get_data_manager
+        from gptcache.similarity_evaluation.distance import SearchDistanceEvaluation
+    except ImportError as exc:
+        return f"GPTCache not installed (pip install 'agent-cache[bench]'): {exc}"
+    out = []
+    positives = max(1, sum(q.label for q in queries))
+    for t in thresholds:
+        with tempfile.TemporaryDirectory(prefix="gptcache-") as tmp:
+            cache = Cache()
+            dm = get_data_manager(
+                CacheBase("sqlite", sql_url=f"sqlite:///{tmp}/gptcache.db"),
+                VectorBase("faiss", dimension=384, index_path=f"{tmp}/faiss.index"),
+            )
+            cache.init(
+                embedding_func=lambda text, **_: embedder.embed([text])[0],
+                data_manager=dm,
+                similarity_evaluation=SearchDistanceEvaluation(),
+                config=Config(similarity_threshold=t),
+            )
+            for i, text in enumerate(stored):
+                put(text, str(i), cache_obj=cache)
+            started = time.perf_counter()
+            correct = wrong = unknown = pos_correct = 0
+            for q in queries:
+                ans = get(q.query, cache_obj=cache)
+                if ans is None:
+                    continue
+                verdict = judge(q.query, stored[int(ans)])
+                if verdict == "correct":
+                    correct += 1
+                    pos_correct += q.label
+                elif verdict == "wrong":
+                    wrong += 1
+                else:
+                    unknown += 1
+            elapsed = time.perf_counter() - started
+        hits = correct + wrong + unknown
+        out.append({"threshold": t, "hits": hits, "hit_rate": pos_correct / positives,
+                    "precision": correct / hits if hits else 1.0,
+                    "lookup_ms": 1000 * elapsed / max(1, len(queries))})
+        log(f"  GPTCache similarity_threshold={t}: {hits} hits, precision "
+            f"{out[-1]['precision']:.3f}, hit rate {out[-1]['hit_rate']:.3f}")
+    return out
+
+
+# ---------------------------------------------------------------------------- traps
+def _traps(
+    path: Path, embedder: Embedder, verifier: Any, static_t: float, log: Callable[[str], None]
+) -> dict[str, Any]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    q = embedder.embed([r["query"] for r in rows])
+    s = embedder.embed([r["stored"] for r in rows])
+    cos = np.clip((q * s).sum(axis=1), 0.0, 1.0)
+    combiner = getattr(verifier, "combiner", None)
+    contenders: dict[str, Callable[[dict[str, Any], float], bool]] = {
+        "static, t = 0.92": lambda r, c: c >= 0.92,
+        f"static, t = {static_t:.2f} (its precision-matched point)": lambda r, c: c >= static_t,
+        "GPTCache default (similarity_threshold 0.8 = cosine ≥ 0.6)": lambda r, c: c >= 0.6,
+    }
+
+    def ours(r: dict[str, Any], c: float, with_verifier: bool) -> bool:
+        policy = semantic.SemanticPolicy(threshold=DEFAULT_THRESHOLD,
+                                         combiner=combiner if with_verifier else None)
+        cand = semantic.Candidate("x", "x", r["stored"], float(c))
+        verdicts = semantic.decide(r["query"], [cand], policy,
+                                   verifier if with_verifier else None)
+        return bool(verdicts) and verdicts[0].outcome == "serve"
+
+    contenders["ours (default)"] = lambda r, c: ours(r, c, False)
+    if verifier is not None:
+        contenders["ours + trained verifier"] = lambda r, c: ours(r, c, True)
+    table: dict[str, Any] = {}
+    for name, decide in contenders.items():
+        by_kind: dict[str, list[int]] = {}
+        for r, c in zip(rows, cos, strict=True):
+            hit = decide(r, float(c))
+            cell = by_kind.setdefault(f"{r['label']}:{r['kind']}", [0, 0])
+            cell[0] += int(hit)
+            cell[1] += 1
+        traps = [v for k, v in by_kind.items() if k.startswith("refuse:")]
+        para = [v for k, v in by_kind.items() if k.startswith("serve:")]
+        table[name] = {
+            "by_kind": by_kind,
+            "traps_served": sum(a for a, _ in traps) / max(1, sum(b for _, b in traps)),
+            "paraphrases_hit": sum(a for a, _ in para) / max(1, sum(b for _, b in para)),
+        }
+        log(f"  traps, {name}: {table[name]['traps_served']:.1%} served, "
+            f"{table[name]['paraphrases_hit']:.1%} of paraphrases hit")
+    return {"pairs": len(rows), "contenders": table}
+
+
+# ---------------------------------------------------------------------------- error bound
+def _error_bound_replay(queries: Sequence[ScoredQuery], seed: int) -> dict[str, Any]:
+    """Replay the unseen half as a stream through ``max_error_rate=0.05``.
+
+    Every lookup serves the engine's decision at the bound's threshold; audits (10 % of
+    would-be hits) and explorations (20 % of candidates just below the threshold) are
+    judged by the clusters, standing in for the model's fresh answer.
+    """
+    rng = random.Random(seed)
+    clock = [0.0]
+    start = 0.80
+    bound = ErrorBound(0.05, MemoryStore(), base=lambda ns: start, clock=lambda: clock[0],
+                       lowest=0.70)
+    stream = [q for q in queries if q.candidates]
+    windows: list[dict[str, float]] = []
+    window: list[bool] = []
+    judged = 0
+    for i in range(6 * len(stream)):
+        q = stream[rng.randrange(len(stream))]
+        t = bound.threshold("qqp")
+        hit = served(q, t)
+        clock[0] += 1.0
+        if hit is not None:
+            if rng.random() < 0.10:
+                bound.record("qqp", hit.similarity, wrong=hit.verdict != "correct")
+                judged += 1
+            else:
+                window.append(hit.verdict != "correct")
+        else:
+            below = next((c for c in q.candidates if not c.refused
+                          and bound.lowest <= c.similarity < t), None)
+            if below is not None and rng.random() < 0.20:
+                bound.record("qqp", below.similarity, wrong=below.verdict != "correct")
+                judged += 1
+        if (i + 1) % len(stream) == 0:
+            windows.append({"requests": i + 1, "judged": judged, "threshold": t,
+                            "hits": len(window), "wrong_rate": sum(window) / max(1, len(window))})
+            window = []
+    return {"start_threshold": start, "windows": windows, "stream": len(stream)}
+
+
+# ---------------------------------------------------------------------------- latency
+def _latency(
+    pairs: Sequence[Pair], embedder: Embedder, verifier_dir: Path | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    stored = list(dict.fromkeys(p.a for p in pairs))[:1000]
+    probes = [p.b for p in pairs][:150]
+    for name, rer in (("default", None), ("with verifier", verifier_dir)):
+        if name == "with verifier" and rer is None:
+            continue
+        cache = LayeredCache(path=None, embedder=embedder,
+                             reranker=str(rer) if rer is not None else None)
+        cache.store_many([(s, f"a{i}") for i, s in enumerate(stored)])
+        for p in probes[:5]:
+            cache.lookup(p)  # load the models
+        times = []
+        for p in probes[5:]:
+            started = time.perf_counter()
+            cache.lookup(p + " ?")  # never an exact hit
+            times.append(1000 * (time.perf_counter() - started))
+        out[name] = {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)),
+                     "n": len(times)}
+        cache.close()
+    return out
+
+
+# ---------------------------------------------------------------------------- plot
+def _plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=110)
+    styles = {"static": ("tab:gray", "--"), "ours": ("tab:blue", "-"),
+              "ours + verifier": ("tab:green", "-")}
+    for name, (color, ls) in styles.items():
+        pts = results["curves"].get(name)
+        if pts:
+            ax.plot([p["hit_rate"] for p in pts], [p["precision"] for p in pts], ls,
+                    color=color, marker=".", label=name)
+    g = results.get("gptcache")
+    if isinstance(g, list) and g:
+        ax.plot([p["hit_rate"] for p in g], [p["precision"] for p in g], "s", color="tab:red",
+                label="GPTCache 0.1.44 (thresholds)")
+    for target in TARGETS:
+        ax.axhline(target, color="0.85", lw=0.8)
+    ax.set_xlabel("hit rate (correct hits / positive-labeled queries)")
+    ax.set_ylabel("precision (unknown counted as wrong)")
+    ax.set_title("QQP, unseen half: precision vs hit rate")
+    ax.set_xlim(0, 0.8)
+    ax.set_ylim(0.6, 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------- markdown
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _render(r: dict[str, Any]) -> str:
+    env = r["environment"]
+    lines = [
+        SECTION_START,
+        "## Semantic hits you can trust: precision, hit rate, traps",
+        "",
+        f"Measured {env['date']} on {env['cpus']} CPUs, Python {env['python']}, agent-cache "
+        f"{env['agent-cache']}; peer GPTCache {r['peer_version']}. Command: "
+        f"`{r['command']}`; the run took {r['elapsed_s'] / 60:.1f} min. Embedder "
+        "all-MiniLM-L6-v2 (bundled) for every contender.",
+        "",
+        f"**Data.** `qqp_dev.jsonl` split question-disjoint (no question, nor a duplicate of "
+        f"it, on both sides): {r['halves'][0]:,} pairs to calibrate and train on, "
+        f"{r['halves'][1]:,} never seen. Measured on {r['test_pairs']:,} unseen pairs "
+        f"({r['stored']:,} stored questions, {r['positives']:,} positive-labeled queries), "
+        "judged by duplicate clusters of the unseen half (README protocol; *precision* "
+        "counts unknown as wrong).",
+        "",
+        "### Hit rate at a precision",
+        "",
+        "The highest hit rate each contender reaches while its measured precision on the "
+        "unseen pairs stays at or above the target, and its ratio to the static design's.",
+        "",
+        "| contender | " + " | ".join(f"hit rate @ precision ≥ {t:.2f}" for t in TARGETS)
+        + " | × static @ 0.90 |",
+        "|---|" + "---:|" * (len(TARGETS) + 1),
+    ]
+    static90 = (r["at_target"]["static"].get("0.90") or {}).get("hit_rate")
+    for name, rows in r["at_target"].items():
+        cells = []
+        for t in TARGETS:
+            row = rows.get(f"{t:.2f}")
+            cells.append("–" if row is None else f"{row['hit_rate']:.3f} (at {row['point']:.2f})")
+        mine = (rows.get("0.90") or {}).get("hit_rate")
+        ratio = f"{mine / static90:.2f}×" if mine and static90 else "–"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    lines += [
+        "",
+        "Points are cosine thresholds, except for the verifier (the combiner's probability "
+        "cut). GPTCache's `similarity_threshold` t serves cosine ≥ 2t − 1 on unit vectors "
+        "(`SearchDistanceEvaluation`, L2² on [0, 4]); its rows are real runs at the listed "
+        "thresholds.",
+        "",
+    ]
+    g = r.get("gptcache")
+    if isinstance(g, list):
+        lines += ["| GPTCache similarity_threshold | cosine served from | hits | precision | "
+                  "hit rate | lookup ms |", "|---:|---:|---:|---:|---:|---:|"]
+        for p in g:
+            lines.append(f"| {p['threshold']:.3f} | {2 * p['threshold'] - 1:.2f} | {p['hits']} "
+                         f"| {p['precision']:.3f} | {p['hit_rate']:.3f} | {p['lookup_ms']:.1f} |")
+        lines.append("")
+    elif g:
+        lines += [f"GPTCache: {g}", ""]
+    cal = r["calibration"]
+    lines += [
+        "### Calibration keeps its promise",
+        "",
+        "`calibrate` picks the lowest threshold whose lower 95 % (Wilson) bound on precision "
+        "meets the target, on the calibration half; the same threshold measured on the unseen "
+        "half:",
+        "",
+        "| target | threshold chosen | promised (lower bound, calibration half) | hits there | "
+        "measured on unseen half | hit rate there |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for t, c in cal.items():
+        if c is None:
+            lines.append(f"| {t} | not reachable | | | | |")
+            continue
+        lines.append(f"| {t} | {c['threshold']:.2f} | {c['bound']:.3f} | {c['hits']} | "
+                     f"{c['measured_precision']:.3f} | {c['measured_hit_rate']:.3f} |")
+    lines += ["", f"`DEFAULT_THRESHOLD` = {DEFAULT_THRESHOLD}.", ""]
+    if r.get("verifier"):
+        v = r["verifier"]
+        lines += [
+            "### The trained verifier",
+            "",
+            f"`{v['command']}` on the calibration half ({v.get('training', {}).get('rows', '?')} "
+            "rows: labeled pairs, the embedder's mined neighbours and counterfactual hard "
+            "negatives), combiner fitted and cut chosen on a question-disjoint hold-out of "
+            f"that half: cut {v['cut']}, promised precision lower bound {v['bound']}, "
+            f"verifier AUC on held-out candidates {v['auc']}. The model is trained on QQP "
+            "(licence: evaluation only) and is not shipped.",
+            "",
+        ]
+    t = r["traps"]
+    kinds = sorted({k.split(":", 1)[1] for c in t["contenders"].values() for k in c["by_kind"]
+                    if k.startswith("refuse:")})
+    lines += [
+        "### Trap suite",
+        "",
+        f"`tests/data/trap_pairs.jsonl`: {t['pairs']} hand-written pairs; share of traps served "
+        "(lower is better) by kind, and of true paraphrases (typos and inflection included) hit.",
+        "",
+        "| contender | traps served | " + " | ".join(kinds) + " | paraphrases hit |",
+        "|---|---:|" + "---:|" * len(kinds) + "---:|",
+    ]
+    for name, c in t["contenders"].items():
+        cells = []
+        for k in kinds:
+            a, b = c["by_kind"].get(f"refuse:{k}", [0, 0])
+            cells.append(f"{a}/{b}")
+        lines.append(f"| {name} | {c['traps_served']:.1%} | " + " | ".join(cells)
+                     + f" | {c['paraphrases_hit']:.1%} |")
+    eb = r["error_bound"]
+    lines += [
+        "",
+        "### The error bound, replayed",
+        "",
+        f"The unseen half replayed as a stream ({eb['stream']:,} queries, drawn at random, "
+        f"6 passes) through `ErrorBound(0.05)` starting at threshold {eb['start_threshold']}; "
+        "10 % of would-be hits audited and 20 % of candidates just below the threshold "
+        "explored, judged by the clusters (standing in for the model's fresh answer).",
+        "",
+        "| requests | judged | threshold | hits served | wrong-hit rate (pass) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for w in eb["windows"]:
+        lines.append(f"| {w['requests']:,} | {w['judged']:,} | {w['threshold']:.2f} | "
+                     f"{w['hits']:,} | {w['wrong_rate']:.3f} |")
+    lat = r["latency"]
+    lines += ["", "### Lookup latency", "",
+              "`LayeredCache.lookup` of an unseen question over 1,000 stored QQP questions "
+              "(embedding + k-NN + analysis, and the verifier when set):", "",
+              "| lookup | p50 ms | p95 ms |", "|---|---:|---:|"]
+    for name, v in lat.items():
+        lines.append(f"| {name} | {v['p50']:.1f} | {v['p95']:.1f} |")
+    lines += ["", "![precision against hit rate](img/semantic.png)", "", SECTION_END]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- entry point
+def run_semantic_bench(
+    *,
+    out: Path,
+    data: Path | None = None,
+    pairs: int = 4000,
+    calibration_pairs: int = 4000,
+    verifier: Path | None = None,
+    train_verifier: bool = False,
+    peer: bool = True,
+    traps: Path | None = None,
+    plot: Path | None = None,
+    embedder: Embedder | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run the semantic benchmark, write its section of ``out`` and the plot."""
+    began = time.perf_counter()
+    data = data or default_data_path()
+    if data is None or not data.is_file():
+        raise ConfigurationError("labeled pairs not found (pass --data PATH/qqp_dev.jsonl)")
+    traps = traps or Path(__file__).resolve().parents[2] / "tests" / "data" / "trap_pairs.jsonl"
+    plot = plot or Path(out).parent / "img" / "semantic.png"
+    every = load_pairs(data)
+    half_a, half_b = question_split(every, seed=seed)
+    rng = random.Random(seed)
+    test = rng.sample(half_b, min(pairs, len(half_b)))
+    calib = rng.sample(half_a, min(calibration_pairs, len(half_a)))
+    emb = MemoEmbedder(embedder or SentenceTransformerEmbedder(), maxsize=100_000)
+    verifier_dir = verifier
+    command = f"agent-cache bench semantic --pairs {pairs}"
+    if verifier_dir is None and train_verifier:
+        verifier_dir = CACHE_DIR / f"verifier-qqp-half{seed}"
+        if not (verifier_dir / semantic.COMBINER_FILE).is_file():
+            from agent_cache.verifier import train_verifier as train
+
+            log(f"training a verifier on the calibration half into {verifier_dir} ...")
+            train(half_a, verifier_dir, embedder=emb, log=log, seed=seed)
+        command += " --train-verifier"
+    elif verifier_dir is not None:
+        command += f" --verifier {verifier_dir}"
+    reranker = None
+    if verifier_dir is not None:
+        from agent_cache.rerankers import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(str(verifier_dir))
+        if reranker.combiner is None:
+            raise ConfigurationError(
+                f"{verifier_dir} has no combiner (train it with train-verifier)"
+            )
+    results: dict[str, Any] = {"environment": _environment(), "command": command,
+                               "halves": (len(half_a), len(half_b)), "test_pairs": len(test)}
+    log(f"calibration half: scoring {len(calib)} pairs ...")
+    cal_q = score_queries(calib, emb, judge_with=half_a)
+    log(f"unseen half: scoring {len(test)} pairs{' with the verifier' if reranker else ''} ...")
+    test_q = score_queries(test, emb, verifier=reranker, judge_with=half_b)
+    results["stored"] = len({p.a for p in test})
+    results["positives"] = sum(p.label for p in test)
+    fine = [round(0.50 + 0.01 * i, 2) for i in range(50)]
+    curves = {"static": curve(test_q, fine, "static"), "ours": curve(test_q, GRID, "engine")}
+    if reranker is not None:
+        cuts = [round(0.02 * i, 2) for i in range(1, 50)] + [0.99]
+        curves["ours + verifier"] = curve(test_q, cuts, "combiner", combiner=reranker.combiner)
+    results["curves"] = {k: [vars(p) for p in v] for k, v in curves.items()}
+    results["at_target"] = {
+        name: {f"{t:.2f}": _row(_best_at(pts, t)) for t in TARGETS} for name, pts in curves.items()
+    }
+    cal: dict[str, Any] = {}
+    cal_curve = curve(cal_q, GRID, "engine")
+    for target in (0.85, 0.88, 0.90):
+        chosen = pick(cal_curve, target)
+        if chosen is None:
+            cal[f"{target:.2f}"] = None
+            continue
+        measured = next(p for p in curves["ours"] if p.threshold == chosen.threshold)
+        cal[f"{target:.2f}"] = {"threshold": chosen.threshold, "bound": chosen.precision_lower,
+                                "hits": chosen.hits, "measured_precision": measured.precision,
+                                "measured_hit_rate": measured.hit_rate}
+    results["calibration"] = cal
+    log(f"calibration: {cal}")
+    try:
+        from importlib.metadata import version
+
+        results["peer_version"] = version("gptcache")
+    except Exception:  # noqa: BLE001 - the peer is optional
+        results["peer_version"] = "not installed"
+    if peer:
+        from agent_cache.calibrate import Clusters
+
+        clusters = Clusters(half_b)
+        static_pts = {f"{t:.2f}": _row(_best_at(curves['static'], t)) for t in TARGETS}
+        cosines = sorted({0.6} | {r["point"] for r in static_pts.values() if r})
+        log("GPTCache 0.1.44 ...")
+        results["gptcache"] = _gptcache_points(
+            list(dict.fromkeys(p.a for p in test)), test_q, emb,
+            [round((c + 1) / 2, 3) for c in cosines], clusters.judge, log)
+    static_match = _best_at(curves["static"], 0.90)
+    log("trap suite ...")
+    results["traps"] = _traps(traps, emb, reranker,
+                              static_match.threshold if static_match else 0.95, log)
+    log("error bound replay ...")
+    results["error_bound"] = _error_bound_replay(test_q, seed)
+    log("latency ...")
+    results["latency"] = _latency(test, emb, verifier_dir)
+    if reranker is not None and reranker.combiner is not None:
+        c = reranker.combiner
+        training = {}
+        info = Path(verifier_dir) / "agent_cache_training.json"  # type: ignore[arg-type]
+        if info.is_file():
+            training = json.loads(info.read_text(encoding="utf-8"))
+        results["verifier"] = {"cut": c.cut, "bound": c.precision_bound,
+                               "auc": c.measured.get("verifier_auc"), "training": training,
+                               "command": "agent-cache train-verifier HALF.jsonl --out DIR"}
+    results["elapsed_s"] = time.perf_counter() - began
+    _plot(results, plot)
+    section = _render(results)
+    write_section(Path(out), section, start_marker=SECTION_START, end_marker=SECTION_END)
+    results["markdown"] = section
+    log(section)
+    return results
+
