@@ -32,6 +32,7 @@ import numpy as np
 
 from agent_cache import _request as rq
 from agent_cache import semantic
+from agent_cache._breaker import CircuitBreaker
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Lease, Pause
 from agent_cache.differences import Analysis
@@ -158,6 +159,9 @@ class LayeredCache:
             move it aside with a warning and start empty.
         backend_timeout: seconds a call to Redis or a Chroma server may take (connecting
             included) before it fails, and is served as a miss; ``None``: no limit.
+        circuit_reset: a Redis or Chroma server that failed 3 calls in a row is not
+            called for this many seconds (its calls are instant misses), then one probe
+            call tells whether it is back; ``None``: no circuit breaker.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -205,6 +209,7 @@ class LayeredCache:
         prefix: str = "agent_cache",
         on_corrupt: Literal["raise", "rebuild"] = "raise",
         backend_timeout: float | None = 2.0,
+        circuit_reset: float | None = 5.0,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -272,6 +277,16 @@ class LayeredCache:
                 f"backend_timeout must be > 0 seconds or None, not {backend_timeout!r}"
             )
         self.backend_timeout = backend_timeout
+        if circuit_reset is not None and (
+            isinstance(circuit_reset, bool)
+            or not isinstance(circuit_reset, int | float)
+            or not circuit_reset > 0
+        ):
+            raise ConfigurationError(
+                f"circuit_reset must be > 0 seconds or None, not {circuit_reset!r}"
+            )
+        self.circuit_reset = circuit_reset
+        self._breakers: dict[str, CircuitBreaker] = {}
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -316,7 +331,7 @@ class LayeredCache:
                 if self._kv is None:
                     self._kv = self._own(
                         _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt,
-                                 self.backend_timeout)
+                                 self.backend_timeout, self._breaker("exact", self.redis_url))
                     )
         return self._kv
 
@@ -355,7 +370,8 @@ class LayeredCache:
             from agent_cache.vectors import ChromaVectorStore
 
             return ChromaVectorStore(
-                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout
+                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout,
+                breaker=self._breaker("semantic", self.chroma_url),
             )
         if kind == "memory" or self.path is None:
             from agent_cache.vectors import MemoryVectorStore
@@ -372,6 +388,21 @@ class LayeredCache:
         if isinstance(kv, SQLiteStore):  # entries and vectors commit together
             return SQLiteVectorStore(kv)
         return SQLiteVectorStore(self.path / "vectors.sqlite3")
+
+    def _breaker(self, layer: str, url: str | None) -> CircuitBreaker | None:
+        if self.circuit_reset is None or not url:
+            return None
+        kind = "Redis" if layer == "exact" else "Chroma server"
+        breaker = CircuitBreaker(f"{kind} {url}", reset_after=self.circuit_reset,
+                                 layer=layer, endpoint=url)
+        self._breakers[layer] = breaker
+        return breaker
+
+    def health(self) -> dict[str, str]:
+        """The circuit state of each shared backend this cache has used:
+        ``{"exact": "closed" | "open" | "half_open", "semantic": ...}`` (empty for the
+        embedded default, which has no server to lose)."""
+        return {layer: b.state for layer, b in self._breakers.items()}
 
     def _joint_vectors(self) -> bool:
         """True when the vector store lives in the KV store's database (one transaction)."""
@@ -639,6 +670,10 @@ class LayeredCache:
         if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
             raise exc  # bad input, or a corrupt file: loud, never a silent miss
         self._stats.incr("errors")
+        if getattr(exc, "circuit_open", False):  # already logged once, when it opened
+            self._stats.incr("circuit_open")
+            log.debug("agent-cache %s skipped, serving as a miss: %s", what, exc)
+            return
         log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
 
     def lookup(
@@ -1298,11 +1333,12 @@ def _make_kv(
     prefix: str,
     on_corrupt: Literal["raise", "rebuild"],
     timeout: float | None,
+    breaker: CircuitBreaker | None = None,
 ) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
-        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout)
+        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout, breaker=breaker)
     if path is not None:
         from agent_cache.stores import SQLiteStore
 

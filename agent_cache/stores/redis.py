@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 
+from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 
 __all__ = ["RedisStore"]
@@ -70,6 +71,10 @@ class RedisStore:
         timeout: seconds a connection attempt or a command may take (a stalled server is
             a ``BackendError``, served as a miss); ``None``: redis-py's default. Not
             applied to a client passed in.
+        breaker: a :class:`~agent_cache._breaker.CircuitBreaker` every call goes
+            through (:class:`~agent_cache.LayeredCache` gives each store its own): once
+            the server has failed a few times in a row, calls fail at once, without
+            waiting for the timeout, until a probe call finds it answering again.
 
     Example:
         >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -85,6 +90,7 @@ class RedisStore:
         client: Any | None = None,
         prefix: str = "agent_cache:",
         timeout: float | None = 2.0,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         try:
             import redis
@@ -101,6 +107,7 @@ class RedisStore:
         if timeout is not None and not timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         self._timeout = timeout
+        self.breaker = breaker
 
     @property
     def prefix(self) -> str:
@@ -336,7 +343,7 @@ class RedisStore:
         """Close the client if this store created it; a client passed in is left open."""
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
-            with self._errors("close"):
+            with self._errors("close", guarded=False):
                 client.close()
 
     def __enter__(self) -> RedisStore:
@@ -386,14 +393,23 @@ class RedisStore:
         return self._client
 
     @contextmanager
-    def _errors(self, op: str, key: str | None = None) -> Iterator[None]:
-        try:
-            yield
-        except self._error as exc:
-            endpoint = None if not self._owns_client else self._url
-            raise BackendError(
-                f"Redis {op} failed: {exc}", layer="exact", key=key, endpoint=endpoint
-            ) from exc
+    def _errors(self, op: str, key: str | None = None, guarded: bool = True) -> Iterator[None]:
+        guard: AbstractContextManager[None] = (
+            self.breaker.guard() if guarded and self.breaker is not None else nullcontext()
+        )
+        with guard:
+            try:
+                yield
+            except self._error as exc:
+                endpoint = None if not self._owns_client else self._url
+                error = BackendError(
+                    f"Redis {op} failed: {exc}", layer="exact", key=key, endpoint=endpoint
+                )
+                # the server answered (a wrong-type key, a script error): it is up
+                error.answered = isinstance(  # type: ignore[attr-defined]
+                    exc, self._redis_module.ResponseError
+                )
+                raise error from exc
 
     @staticmethod
     def _live(value: object, expires: object, now: float) -> str | None:
