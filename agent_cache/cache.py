@@ -8,6 +8,7 @@ sync and async methods.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -73,6 +74,8 @@ _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
 _WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
 _PAUSE = Pause()
+_HOUSEKEEP_EVERY = 16  # writes (per process) between two housekeeping passes
+_HOUSEKEEP_BATCH = 256  # expired entries purged per pass at most
 T = TypeVar("T")
 
 
@@ -287,6 +290,7 @@ class LayeredCache:
             )
         self.circuit_reset = circuit_reset
         self._breakers: dict[str, CircuitBreaker] = {}
+        self._writes = itertools.count(1)
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -607,8 +611,37 @@ class LayeredCache:
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
             meta = self._vector_meta(req, keys, now, expires)
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
+        yield from self._housekeep_flow(now)
         yield from self._judge_flow(keys.exact, response)
         return keys.primary
+
+    def _housekeep_flow(self, now: float, force: bool = False) -> Flow[None]:
+        """Every ``_HOUSEKEEP_EVERY`` writes: purge up to ``_HOUSEKEEP_BATCH`` expired
+        entries (their tag rows and vectors with them), and the vectors of entries the
+        exact layer's LRU bound evicted, so nothing expired piles up and the vector
+        count follows the exact layer's. A failure is logged, never the write's."""
+        if not force and next(self._writes) % _HOUSEKEEP_EVERY:
+            return
+        kv, vectors = self.kv_store, self.vector_store
+        joint = self._joint_vectors()
+        try:
+            if callable(getattr(kv, "housekeep", None)):
+                keys = yield Op(kv, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+                if keys and not joint:
+                    yield Op(vectors, "delete", (list(keys),))
+            if not joint and callable(getattr(vectors, "housekeep", None)):
+                yield Op(vectors, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+        except Exception as exc:
+            self._failed(exc, "housekeeping")
+
+    def housekeep(self) -> None:
+        """Run one housekeeping pass now (writes run one every few calls by themselves):
+        purge a bounded batch of expired entries, tag rows and vectors.
+
+        Example:
+            >>> cache.housekeep()  # doctest: +SKIP
+        """
+        run_sync(self._housekeep_flow(self.clock(), force=True))
 
     def _judge_flow(self, query_key: str, response: Any) -> Flow[None]:
         """The model answered a query whose semantic candidate we kept: judge it."""
@@ -890,6 +923,7 @@ class LayeredCache:
             if ids:
                 self.vector_store.add(ids, vecs, metas)
             self._stats.incr("stores", len(chunk))
+            run_sync(self._housekeep_flow(now, force=True))
         return out
 
     # ------------------------------------------------------------------ single-flight
