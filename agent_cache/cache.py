@@ -36,6 +36,7 @@ from agent_cache import semantic
 from agent_cache._breaker import CircuitBreaker
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Lease, Pause
+from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
 from agent_cache.differences import Analysis
 from agent_cache.errorbound import ErrorBound
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
@@ -94,6 +95,8 @@ class CacheHit:
             evicts from and judges in).
         similarity: the cosine similarity of a semantic hit (``score`` may be the
             verifier's), ``None`` otherwise.
+        expires_at: when the served entry expires (the cache's clock), ``None`` for
+            never or unknown (entries written before this field existed).
     """
 
     response: Any
@@ -103,6 +106,7 @@ class CacheHit:
     key: str
     namespace: str = "default"
     similarity: float | None = None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,17 @@ class LayeredCache:
         circuit_reset: a Redis or Chroma server that failed 3 calls in a row is not
             called for this many seconds (its calls are instant misses), then one probe
             call tells whether it is back; ``None``: no circuit breaker.
+        max_model_calls: at most this many ``compute`` calls of :meth:`get_or_compute`
+            at once in this process; ``shared_model_calls``: in the whole deployment
+            (slots in Redis while it answers). A caller waits in a queue of at most
+            ``model_queue`` for ``model_wait`` seconds, then gets its namespace's
+            ``fallbacks`` answer (not stored) or an ``Overloaded`` error.
+        negative_ttl: seconds during which a prompt whose answer was empty or a refusal
+            gets that answer again without a model call (per process); ``None``: off.
+        refresh_ahead: seconds before an entry expires during which a
+            :meth:`get_or_compute` hit still serves it but starts one background
+            refresh (one per key in the deployment), so a hot key never expires into a
+            burst of model calls; ``None``: off.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -213,6 +228,13 @@ class LayeredCache:
         on_corrupt: Literal["raise", "rebuild"] = "raise",
         backend_timeout: float | None = 2.0,
         circuit_reset: float | None = 5.0,
+        max_model_calls: int | None = None,
+        shared_model_calls: int | None = None,
+        model_queue: int = 64,
+        model_wait: float = 30.0,
+        fallbacks: Mapping[str, Any] | None = None,
+        negative_ttl: float | None = None,
+        refresh_ahead: float | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -291,6 +313,21 @@ class LayeredCache:
         self.circuit_reset = circuit_reset
         self._breakers: dict[str, CircuitBreaker] = {}
         self._writes = itertools.count(1)
+        self._gate = ModelGate(
+            max_model_calls, shared_limit=shared_model_calls, queue=model_queue,
+            wait=model_wait, store=lambda: self.kv_store, name=f"model:{prefix}",
+            on_error=self._failed,
+        )
+        self.fallbacks = dict(fallbacks or {})
+        self._negative = NegativeCache(negative_ttl) if negative_ttl is not None else None
+        if refresh_ahead is not None and not (
+            isinstance(refresh_ahead, int | float) and refresh_ahead > 0
+        ):
+            raise ConfigurationError(f"refresh_ahead must be > 0 seconds, not {refresh_ahead!r}")
+        self.refresh_ahead = refresh_ahead
+        self._refreshing: set[str] = set()
+        self._refresh_lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -578,8 +615,10 @@ class LayeredCache:
         tokens = record.get("t")
         saved = tokens if isinstance(tokens, int) else rq.estimate_tokens(record["r"])
         self._stats.incr("tokens_saved", saved)
+        expires = record.get("x")
         return CacheHit(
-            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity
+            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity,
+            float(expires) if isinstance(expires, int | float) else None,
         )
 
     def _store_flow(
@@ -596,7 +635,8 @@ class LayeredCache:
         keys = rq.keys_for(req, version)
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
-        record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier)
+        record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier,
+                                  expires=expires)
         embedded = self._semantic_on(req)
         joint = embedded and self._joint_vectors()
         write: dict[str, Any] = {
@@ -900,7 +940,8 @@ class LayeredCache:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
                 expires = self.ttl_policy.expires_at(now, ttl_s)
-                record = rq.encode_record(req.prompt, response, tokens=None, created=now, tier=tier)
+                record = rq.encode_record(req.prompt, response, tokens=None, created=now,
+                                          tier=tier, expires=expires)
                 write: dict[str, Any] = {}
                 if self._semantic_on(req):
                     vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
@@ -969,15 +1010,17 @@ class LayeredCache:
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
-        if hit is not None:
-            return hit.response
         flight_key = self._flight_key(req)
 
         def compute_and_store() -> Any:
-            started = time.perf_counter()
-            value = compute()
-            self._stats.latency("model", time.perf_counter() - started)
-            if policy != "no_store" and is_cacheable(value):
+            with self._gate.admit() as admitted:
+                if not admitted:
+                    return self._overloaded(req.namespace)
+                started = time.perf_counter()
+                value = compute()
+                self._stats.latency("model", time.perf_counter() - started)
+            refused = self._remember_negative(flight_key, value)
+            if policy != "no_store" and is_cacheable(value) and not refused:
                 n = tokens(value) if callable(tokens) else tokens
                 try:
                     self.store(prompt, value, llm_string, namespace, context=context,
@@ -986,6 +1029,16 @@ class LayeredCache:
                 except AgentCacheError as exc:  # the paid answer is returned all the same
                     self._store_failed(exc)
             return value
+
+        if hit is not None:
+            lease = self._claim_refresh(hit, flight_key)
+            if lease is not None:
+                threading.Thread(target=self._refresh, args=(flight_key, lease, compute_and_store),
+                                 name="agent-cache-refresh", daemon=True).start()
+            return hit.response
+        found, negative = self._negative_hit(flight_key)
+        if found:
+            return negative
 
         def run() -> Any:
             lease = self._lease(flight_key)
@@ -1027,15 +1080,17 @@ class LayeredCache:
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
-        if hit is not None:
-            return hit.response
         flight_key = self._flight_key(req)
 
         async def compute_and_store() -> Any:
-            started = time.perf_counter()
-            value = await compute()
-            self._stats.latency("model", time.perf_counter() - started)
-            if policy != "no_store" and is_cacheable(value):
+            async with self._gate.aadmit() as admitted:
+                if not admitted:
+                    return self._overloaded(req.namespace)
+                started = time.perf_counter()
+                value = await compute()
+                self._stats.latency("model", time.perf_counter() - started)
+            refused = self._remember_negative(flight_key, value)
+            if policy != "no_store" and is_cacheable(value) and not refused:
                 n = tokens(value) if callable(tokens) else tokens
                 try:
                     await self.astore(prompt, value, llm_string, namespace, context=context,
@@ -1044,6 +1099,17 @@ class LayeredCache:
                 except AgentCacheError as exc:
                     self._store_failed(exc)
             return value
+
+        if hit is not None:
+            lease = await asyncio.to_thread(self._claim_refresh, hit, flight_key)
+            if lease is not None:
+                task = asyncio.create_task(self._arefresh(flight_key, lease, compute_and_store))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return hit.response
+        found, negative = self._negative_hit(flight_key)
+        if found:
+            return negative
 
         async def run() -> Any:
             lease = self._lease(flight_key)
@@ -1062,6 +1128,84 @@ class LayeredCache:
         if not ran:
             self._stats.incr("coalesced")
         return value
+
+    # ------------------------------------------------------------------ degradation
+    def _overloaded(self, namespace: str) -> Any:
+        self._stats.incr("overloaded")
+        if namespace in self.fallbacks:
+            self._stats.incr("fallbacks")
+            return self.fallbacks[namespace]
+        raise Overloaded(
+            f"no model call slot within {self._gate.wait} s (max_model_calls="
+            f"{self._gate.limit}, shared_model_calls={self._gate.shared_limit}, "
+            f"model_queue={self._gate.queue}) and no fallback for {namespace!r}",
+            layer="model",
+        )
+
+    def _negative_hit(self, flight_key: str) -> tuple[bool, Any]:
+        if self._negative is None:
+            return False, None
+        found, value = self._negative.get(flight_key)
+        if found:
+            self._stats.incr("negative_hits")
+        return found, value
+
+    def _remember_negative(self, flight_key: str, value: Any) -> bool:
+        """With ``negative_ttl``: keep an empty or refused answer for a few seconds
+        (instead of storing it for the entry's TTL); True when it was one."""
+        if self._negative is not None and looks_refused(value):
+            self._negative.put(flight_key, value)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ refresh-ahead
+    def _claim_refresh(self, hit: CacheHit, flight_key: str) -> Lease | None:
+        """The lease of the one caller (in the deployment) that refreshes a hit about to
+        expire, or ``None`` (not due, or someone else refreshes it)."""
+        if self.refresh_ahead is None or hit.expires_at is None or hit.layer == "semantic":
+            return None
+        left = hit.expires_at - self.clock()
+        if not 0 < left <= self.refresh_ahead:
+            return None
+        with self._refresh_lock:
+            if flight_key in self._refreshing:
+                return None
+            self._refreshing.add(flight_key)
+        lease = Lease(self.kv_store, f"refresh:{flight_key}", ttl=self._flight.timeout,
+                      on_error=self._failed)
+        if lease.acquire() is False:  # another process refreshes it
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
+            return None
+        return lease
+
+    def _refresh(self, flight_key: str, lease: Lease, compute: Callable[[], Any]) -> None:
+        try:
+            with lease.renewing():
+                compute()
+            self._stats.incr("refreshed")
+        except Exception as exc:  # a background refresh never reaches a caller
+            self._stats.incr("errors")
+            log.warning("agent-cache refresh-ahead failed: %s", exc)
+        finally:
+            lease.release()
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
+
+    async def _arefresh(
+        self, flight_key: str, lease: Lease, compute: Callable[[], Awaitable[Any]]
+    ) -> None:
+        try:
+            with lease.renewing():
+                await compute()
+            self._stats.incr("refreshed")
+        except Exception as exc:
+            self._stats.incr("errors")
+            log.warning("agent-cache refresh-ahead failed: %s", exc)
+        finally:
+            await asyncio.to_thread(lease.release)
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
 
     def _lease(self, flight_key: str) -> Lease:
         return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,

@@ -12,6 +12,7 @@ Layout, under ``prefix`` (``"agent_cache:"`` by default)::
     {prefix}x                    zset  keys by expires_at (for housekeep)
     {prefix}c:{name}             int   counters (INCR)
     {prefix}l:{name}             str   single-flight locks (native TTL)
+    {prefix}s:{name}             zset  model-call slots: token -> expiry (server clock)
 
 Tenant walls: every operation reaches its keys through these indexes, never through a
 ``SCAN`` of the prefix, so :meth:`RedisStore.clear` cannot touch another application's
@@ -391,6 +392,29 @@ class RedisStore:
                 f"{self._prefix}l:{name}", token, nx=True, px=max(1, int(ttl * 1000))
             )
         return bool(ok)
+
+    # -- slots (a deployment-wide limit on model calls) ---------------------------------
+
+    _SLOT = (
+        "local t = redis.call('time') local now = tonumber(t[1]) + tonumber(t[2]) / 1e6 "
+        "redis.call('zremrangebyscore', KEYS[1], '-inf', now) "
+        "if redis.call('zcard', KEYS[1]) < tonumber(ARGV[1]) then "
+        "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[3]) "
+        "redis.call('pexpire', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000)) return 1 end "
+        "return 0"
+    )
+
+    def acquire_slot(self, name: str, token: str, limit: int, ttl: float) -> bool:
+        """Take one of ``limit`` slots named ``name`` (a sorted set; a holder that dies
+        frees its slot after ``ttl`` s, by the server's clock)."""
+        with self._errors("acquire_slot"):
+            done = self._redis().eval(self._SLOT, 1, f"{self._prefix}s:{name}", limit, ttl,
+                                      token)
+        return bool(done)
+
+    def release_slot(self, name: str, token: str) -> None:
+        with self._errors("release_slot"):
+            self._redis().zrem(f"{self._prefix}s:{name}", token)
 
     def unlock(self, name: str, token: str) -> None:
         """Release the lock if ``token`` still holds it (compare-and-delete in Lua)."""
