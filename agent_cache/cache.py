@@ -176,6 +176,9 @@ class LayeredCache:
             ``fallbacks`` answer (not stored) or an ``Overloaded`` error.
         negative_ttl: seconds during which a prompt whose answer was empty or a refusal
             gets that answer again without a model call (per process); ``None``: off.
+        quotas: ``{namespace: entries}``: a namespace past its budget evicts its own
+            least recently used (memory) or oldest-written (SQLite) entries, so one
+            tenant's traffic never evicts another's (memory and SQLite stores).
         refresh_ahead: seconds before an entry expires during which a
             :meth:`get_or_compute` hit still serves it but starts one background
             refresh (one per key in the deployment), so a hot key never expires into a
@@ -235,6 +238,7 @@ class LayeredCache:
         fallbacks: Mapping[str, Any] | None = None,
         negative_ttl: float | None = None,
         refresh_ahead: float | None = None,
+        quotas: Mapping[str, int] | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -325,6 +329,10 @@ class LayeredCache:
         ):
             raise ConfigurationError(f"refresh_ahead must be > 0 seconds, not {refresh_ahead!r}")
         self.refresh_ahead = refresh_ahead
+        self.quotas = dict(quotas or {})
+        if any(isinstance(q, bool) or not isinstance(q, int) or q < 1
+               for q in self.quotas.values()):
+            raise ConfigurationError(f"quotas are entry counts >= 1, got {self.quotas!r}")
         self._refreshing: set[str] = set()
         self._refresh_lock = threading.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -651,6 +659,7 @@ class LayeredCache:
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
             meta = self._vector_meta(req, keys, now, expires)
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
+        yield from self._quota_flow(req.namespace)
         yield from self._housekeep_flow(now)
         yield from self._judge_flow(keys.exact, response)
         return keys.primary
@@ -673,6 +682,21 @@ class LayeredCache:
                 yield Op(vectors, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
         except Exception as exc:
             self._failed(exc, "housekeeping")
+
+    def _quota_flow(self, namespace: str) -> Flow[None]:
+        """A namespace past its quota evicts its own oldest entries (and their vectors)."""
+        keep = self.quotas.get(namespace)
+        kv = self.kv_store
+        if keep is None or not callable(getattr(kv, "evict_over", None)):
+            return
+        try:
+            keys = yield Op(kv, "evict_over", (namespace, keep))
+            if keys:
+                self._stats.incr("quota_evicted", len(keys))
+                if not self._joint_vectors():
+                    yield Op(self.vector_store, "delete", (list(keys),))
+        except Exception as exc:
+            self._failed(exc, "quota")
 
     def housekeep(self) -> None:
         """Run one housekeeping pass now (writes run one every few calls by themselves):

@@ -128,6 +128,16 @@ class MemoryStore:
                     purged += 1
             return out
 
+    def evict_over(self, namespace: str, keep: int) -> list[str]:
+        """Evict ``namespace``'s least recently used records beyond ``keep`` (a
+        per-tenant quota: other namespaces are never touched); return their keys."""
+        with self._lock:
+            mine = [k for k, r in self._records.items() if r.namespace == namespace]
+            doomed = mine[: max(0, len(mine) - keep)]
+            for key in doomed:
+                self._remove_locked(key)
+            return doomed
+
     def _expires(self, key: str) -> float | None:
         record = self._records.get(key)
         return None if record is None else record.expires_at

@@ -303,6 +303,28 @@ class SQLiteStore:
                     )
         return keys
 
+    def evict_over(self, namespace: str, keep: int) -> list[str]:
+        """Evict ``namespace``'s oldest-written records beyond ``keep`` (a per-tenant
+        quota: other namespaces are never touched), vectors and tags included; return
+        their keys."""
+        with self._errors("evict_over"):
+            row = self._conn().execute(
+                "SELECT COUNT(*) FROM entries WHERE namespace = ?", (namespace,)
+            ).fetchone()
+            excess = int(row[0]) - keep
+            if excess <= 0:
+                return []
+            with self._write() as conn:
+                keys = [str(r[0]) for r in conn.execute(
+                    "SELECT key FROM entries WHERE namespace = ? ORDER BY created_at, key "
+                    "LIMIT ?", (namespace, excess)).fetchall()]
+                for chunk in _chunks(keys):
+                    marks = _marks(len(chunk))
+                    conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                    vt.delete_vectors(conn, chunk)
+                    conn.execute(f"DELETE FROM entries WHERE key IN ({marks})", chunk)
+        return keys
+
     def purge_expired(self, now: float) -> int:
         """Delete every record expired at ``now`` and its tag rows; return how many."""
         with self._errors("purge_expired"), self._write() as conn:
