@@ -180,7 +180,13 @@ def keys_for(req: Request, version: int) -> Keys:
 
 
 def encode_record(
-    prompt: str, response: Any, *, tokens: int | None, created: float, tier: str
+    prompt: str,
+    response: Any,
+    *,
+    tokens: int | None,
+    created: float,
+    tier: str,
+    expires: float | None = None,
 ) -> str:
     """The JSON record stored in the exact layer; never pickle.
 
@@ -191,7 +197,8 @@ def encode_record(
     check_depth(response)
     try:
         text = json.dumps(
-            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier},
+            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier,
+             "x": expires},
             ensure_ascii=False,
             allow_nan=False,
         )

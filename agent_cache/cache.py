@@ -8,6 +8,7 @@ sync and async methods.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -32,8 +33,10 @@ import numpy as np
 
 from agent_cache import _request as rq
 from agent_cache import semantic
+from agent_cache._breaker import CircuitBreaker
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Lease, Pause
+from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
 from agent_cache.differences import Analysis
 from agent_cache.errorbound import ErrorBound
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
@@ -72,6 +75,8 @@ _POLICIES = ("use", "bypass", "no_store", "refresh")
 _LOCK_POLL_S = 0.05
 _WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
 _PAUSE = Pause()
+_HOUSEKEEP_EVERY = 16  # writes (per process) between two housekeeping passes
+_HOUSEKEEP_BATCH = 256  # expired entries purged per pass at most
 T = TypeVar("T")
 
 
@@ -90,6 +95,8 @@ class CacheHit:
             evicts from and judges in).
         similarity: the cosine similarity of a semantic hit (``score`` may be the
             verifier's), ``None`` otherwise.
+        expires_at: when the served entry expires (the cache's clock), ``None`` for
+            never or unknown (entries written before this field existed).
     """
 
     response: Any
@@ -99,6 +106,7 @@ class CacheHit:
     key: str
     namespace: str = "default"
     similarity: float | None = None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,23 @@ class LayeredCache:
             move it aside with a warning and start empty.
         backend_timeout: seconds a call to Redis or a Chroma server may take (connecting
             included) before it fails, and is served as a miss; ``None``: no limit.
+        circuit_reset: a Redis or Chroma server that failed 3 calls in a row is not
+            called for this many seconds (its calls are instant misses), then one probe
+            call tells whether it is back; ``None``: no circuit breaker.
+        max_model_calls: at most this many ``compute`` calls of :meth:`get_or_compute`
+            at once in this process; ``shared_model_calls``: in the whole deployment
+            (slots in Redis while it answers). A caller waits in a queue of at most
+            ``model_queue`` for ``model_wait`` seconds, then gets its namespace's
+            ``fallbacks`` answer (not stored) or an ``Overloaded`` error.
+        negative_ttl: seconds during which a prompt whose answer was empty or a refusal
+            gets that answer again without a model call (per process); ``None``: off.
+        quotas: ``{namespace: entries}``: a namespace past its budget evicts its own
+            least recently used (memory) or oldest-written (SQLite) entries, so one
+            tenant's traffic never evicts another's (memory and SQLite stores).
+        refresh_ahead: seconds before an entry expires during which a
+            :meth:`get_or_compute` hit still serves it but starts one background
+            refresh (one per key in the deployment), so a hot key never expires into a
+            burst of model calls; ``None``: off.
         embedder: model name, local path, or an object with ``embed(texts)``.
         reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
             with ``score(query, candidates)``.
@@ -205,6 +230,15 @@ class LayeredCache:
         prefix: str = "agent_cache",
         on_corrupt: Literal["raise", "rebuild"] = "raise",
         backend_timeout: float | None = 2.0,
+        circuit_reset: float | None = 5.0,
+        max_model_calls: int | None = None,
+        shared_model_calls: int | None = None,
+        model_queue: int = 64,
+        model_wait: float = 30.0,
+        fallbacks: Mapping[str, Any] | None = None,
+        negative_ttl: float | None = None,
+        refresh_ahead: float | None = None,
+        quotas: Mapping[str, int] | None = None,
         embedder: str | Embedder = DEFAULT_EMBEDDER,
         reranker: str | Reranker | None = None,
         threshold: float | None = None,
@@ -272,6 +306,36 @@ class LayeredCache:
                 f"backend_timeout must be > 0 seconds or None, not {backend_timeout!r}"
             )
         self.backend_timeout = backend_timeout
+        if circuit_reset is not None and (
+            isinstance(circuit_reset, bool)
+            or not isinstance(circuit_reset, int | float)
+            or not circuit_reset > 0
+        ):
+            raise ConfigurationError(
+                f"circuit_reset must be > 0 seconds or None, not {circuit_reset!r}"
+            )
+        self.circuit_reset = circuit_reset
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._writes = itertools.count(1)
+        self._gate = ModelGate(
+            max_model_calls, shared_limit=shared_model_calls, queue=model_queue,
+            wait=model_wait, store=lambda: self.kv_store, name=f"model:{prefix}",
+            on_error=self._failed,
+        )
+        self.fallbacks = dict(fallbacks or {})
+        self._negative = NegativeCache(negative_ttl) if negative_ttl is not None else None
+        if refresh_ahead is not None and not (
+            isinstance(refresh_ahead, int | float) and refresh_ahead > 0
+        ):
+            raise ConfigurationError(f"refresh_ahead must be > 0 seconds, not {refresh_ahead!r}")
+        self.refresh_ahead = refresh_ahead
+        self.quotas = dict(quotas or {})
+        if any(isinstance(q, bool) or not isinstance(q, int) or q < 1
+               for q in self.quotas.values()):
+            raise ConfigurationError(f"quotas are entry counts >= 1, got {self.quotas!r}")
+        self._refreshing: set[str] = set()
+        self._refresh_lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self.shadow = shadow
         self.bypass_rate = bypass_rate
         self.max_error_rate = max_error_rate
@@ -316,7 +380,7 @@ class LayeredCache:
                 if self._kv is None:
                     self._kv = self._own(
                         _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt,
-                                 self.backend_timeout)
+                                 self.backend_timeout, self._breaker("exact", self.redis_url))
                     )
         return self._kv
 
@@ -355,7 +419,8 @@ class LayeredCache:
             from agent_cache.vectors import ChromaVectorStore
 
             return ChromaVectorStore(
-                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout
+                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout,
+                breaker=self._breaker("semantic", self.chroma_url),
             )
         if kind == "memory" or self.path is None:
             from agent_cache.vectors import MemoryVectorStore
@@ -372,6 +437,21 @@ class LayeredCache:
         if isinstance(kv, SQLiteStore):  # entries and vectors commit together
             return SQLiteVectorStore(kv)
         return SQLiteVectorStore(self.path / "vectors.sqlite3")
+
+    def _breaker(self, layer: str, url: str | None) -> CircuitBreaker | None:
+        if self.circuit_reset is None or not url:
+            return None
+        kind = "Redis" if layer == "exact" else "Chroma server"
+        breaker = CircuitBreaker(f"{kind} {url}", reset_after=self.circuit_reset,
+                                 layer=layer, endpoint=url)
+        self._breakers[layer] = breaker
+        return breaker
+
+    def health(self) -> dict[str, str]:
+        """The circuit state of each shared backend this cache has used:
+        ``{"exact": "closed" | "open" | "half_open", "semantic": ...}`` (empty for the
+        embedded default, which has no server to lose)."""
+        return {layer: b.state for layer, b in self._breakers.items()}
 
     def _joint_vectors(self) -> bool:
         """True when the vector store lives in the KV store's database (one transaction)."""
@@ -543,8 +623,10 @@ class LayeredCache:
         tokens = record.get("t")
         saved = tokens if isinstance(tokens, int) else rq.estimate_tokens(record["r"])
         self._stats.incr("tokens_saved", saved)
+        expires = record.get("x")
         return CacheHit(
-            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity
+            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity,
+            float(expires) if isinstance(expires, int | float) else None,
         )
 
     def _store_flow(
@@ -561,7 +643,8 @@ class LayeredCache:
         keys = rq.keys_for(req, version)
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
-        record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier)
+        record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier,
+                                  expires=expires)
         embedded = self._semantic_on(req)
         joint = embedded and self._joint_vectors()
         write: dict[str, Any] = {
@@ -576,8 +659,53 @@ class LayeredCache:
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
             meta = self._vector_meta(req, keys, now, expires)
             yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
+        yield from self._quota_flow(req.namespace)
+        yield from self._housekeep_flow(now)
         yield from self._judge_flow(keys.exact, response)
         return keys.primary
+
+    def _housekeep_flow(self, now: float, force: bool = False) -> Flow[None]:
+        """Every ``_HOUSEKEEP_EVERY`` writes: purge up to ``_HOUSEKEEP_BATCH`` expired
+        entries (their tag rows and vectors with them), and the vectors of entries the
+        exact layer's LRU bound evicted, so nothing expired piles up and the vector
+        count follows the exact layer's. A failure is logged, never the write's."""
+        if not force and next(self._writes) % _HOUSEKEEP_EVERY:
+            return
+        kv, vectors = self.kv_store, self.vector_store
+        joint = self._joint_vectors()
+        try:
+            if callable(getattr(kv, "housekeep", None)):
+                keys = yield Op(kv, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+                if keys and not joint:
+                    yield Op(vectors, "delete", (list(keys),))
+            if not joint and callable(getattr(vectors, "housekeep", None)):
+                yield Op(vectors, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+        except Exception as exc:
+            self._failed(exc, "housekeeping")
+
+    def _quota_flow(self, namespace: str) -> Flow[None]:
+        """A namespace past its quota evicts its own oldest entries (and their vectors)."""
+        keep = self.quotas.get(namespace)
+        kv = self.kv_store
+        if keep is None or not callable(getattr(kv, "evict_over", None)):
+            return
+        try:
+            keys = yield Op(kv, "evict_over", (namespace, keep))
+            if keys:
+                self._stats.incr("quota_evicted", len(keys))
+                if not self._joint_vectors():
+                    yield Op(self.vector_store, "delete", (list(keys),))
+        except Exception as exc:
+            self._failed(exc, "quota")
+
+    def housekeep(self) -> None:
+        """Run one housekeeping pass now (writes run one every few calls by themselves):
+        purge a bounded batch of expired entries, tag rows and vectors.
+
+        Example:
+            >>> cache.housekeep()  # doctest: +SKIP
+        """
+        run_sync(self._housekeep_flow(self.clock(), force=True))
 
     def _judge_flow(self, query_key: str, response: Any) -> Flow[None]:
         """The model answered a query whose semantic candidate we kept: judge it."""
@@ -639,6 +767,10 @@ class LayeredCache:
         if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
             raise exc  # bad input, or a corrupt file: loud, never a silent miss
         self._stats.incr("errors")
+        if getattr(exc, "circuit_open", False):  # already logged once, when it opened
+            self._stats.incr("circuit_open")
+            log.debug("agent-cache %s skipped, serving as a miss: %s", what, exc)
+            return
         log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
 
     def lookup(
@@ -832,7 +964,8 @@ class LayeredCache:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
                 expires = self.ttl_policy.expires_at(now, ttl_s)
-                record = rq.encode_record(req.prompt, response, tokens=None, created=now, tier=tier)
+                record = rq.encode_record(req.prompt, response, tokens=None, created=now,
+                                          tier=tier, expires=expires)
                 write: dict[str, Any] = {}
                 if self._semantic_on(req):
                     vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
@@ -855,6 +988,7 @@ class LayeredCache:
             if ids:
                 self.vector_store.add(ids, vecs, metas)
             self._stats.incr("stores", len(chunk))
+            run_sync(self._housekeep_flow(now, force=True))
         return out
 
     # ------------------------------------------------------------------ single-flight
@@ -900,15 +1034,17 @@ class LayeredCache:
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
-        if hit is not None:
-            return hit.response
         flight_key = self._flight_key(req)
 
         def compute_and_store() -> Any:
-            started = time.perf_counter()
-            value = compute()
-            self._stats.latency("model", time.perf_counter() - started)
-            if policy != "no_store" and is_cacheable(value):
+            with self._gate.admit() as admitted:
+                if not admitted:
+                    return self._overloaded(req.namespace)
+                started = time.perf_counter()
+                value = compute()
+                self._stats.latency("model", time.perf_counter() - started)
+            refused = self._remember_negative(flight_key, value)
+            if policy != "no_store" and is_cacheable(value) and not refused:
                 n = tokens(value) if callable(tokens) else tokens
                 try:
                     self.store(prompt, value, llm_string, namespace, context=context,
@@ -917,6 +1053,16 @@ class LayeredCache:
                 except AgentCacheError as exc:  # the paid answer is returned all the same
                     self._store_failed(exc)
             return value
+
+        if hit is not None:
+            lease = self._claim_refresh(hit, flight_key)
+            if lease is not None:
+                threading.Thread(target=self._refresh, args=(flight_key, lease, compute_and_store),
+                                 name="agent-cache-refresh", daemon=True).start()
+            return hit.response
+        found, negative = self._negative_hit(flight_key)
+        if found:
+            return negative
 
         def run() -> Any:
             lease = self._lease(flight_key)
@@ -958,15 +1104,17 @@ class LayeredCache:
             prompt, llm_string, namespace, context=context,
             template_version=template_version, policy=policy, verbatim=verbatim,
         )
-        if hit is not None:
-            return hit.response
         flight_key = self._flight_key(req)
 
         async def compute_and_store() -> Any:
-            started = time.perf_counter()
-            value = await compute()
-            self._stats.latency("model", time.perf_counter() - started)
-            if policy != "no_store" and is_cacheable(value):
+            async with self._gate.aadmit() as admitted:
+                if not admitted:
+                    return self._overloaded(req.namespace)
+                started = time.perf_counter()
+                value = await compute()
+                self._stats.latency("model", time.perf_counter() - started)
+            refused = self._remember_negative(flight_key, value)
+            if policy != "no_store" and is_cacheable(value) and not refused:
                 n = tokens(value) if callable(tokens) else tokens
                 try:
                     await self.astore(prompt, value, llm_string, namespace, context=context,
@@ -975,6 +1123,17 @@ class LayeredCache:
                 except AgentCacheError as exc:
                     self._store_failed(exc)
             return value
+
+        if hit is not None:
+            lease = await asyncio.to_thread(self._claim_refresh, hit, flight_key)
+            if lease is not None:
+                task = asyncio.create_task(self._arefresh(flight_key, lease, compute_and_store))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return hit.response
+        found, negative = self._negative_hit(flight_key)
+        if found:
+            return negative
 
         async def run() -> Any:
             lease = self._lease(flight_key)
@@ -993,6 +1152,84 @@ class LayeredCache:
         if not ran:
             self._stats.incr("coalesced")
         return value
+
+    # ------------------------------------------------------------------ degradation
+    def _overloaded(self, namespace: str) -> Any:
+        self._stats.incr("overloaded")
+        if namespace in self.fallbacks:
+            self._stats.incr("fallbacks")
+            return self.fallbacks[namespace]
+        raise Overloaded(
+            f"no model call slot within {self._gate.wait} s (max_model_calls="
+            f"{self._gate.limit}, shared_model_calls={self._gate.shared_limit}, "
+            f"model_queue={self._gate.queue}) and no fallback for {namespace!r}",
+            layer="model",
+        )
+
+    def _negative_hit(self, flight_key: str) -> tuple[bool, Any]:
+        if self._negative is None:
+            return False, None
+        found, value = self._negative.get(flight_key)
+        if found:
+            self._stats.incr("negative_hits")
+        return found, value
+
+    def _remember_negative(self, flight_key: str, value: Any) -> bool:
+        """With ``negative_ttl``: keep an empty or refused answer for a few seconds
+        (instead of storing it for the entry's TTL); True when it was one."""
+        if self._negative is not None and looks_refused(value):
+            self._negative.put(flight_key, value)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ refresh-ahead
+    def _claim_refresh(self, hit: CacheHit, flight_key: str) -> Lease | None:
+        """The lease of the one caller (in the deployment) that refreshes a hit about to
+        expire, or ``None`` (not due, or someone else refreshes it)."""
+        if self.refresh_ahead is None or hit.expires_at is None or hit.layer == "semantic":
+            return None
+        left = hit.expires_at - self.clock()
+        if not 0 < left <= self.refresh_ahead:
+            return None
+        with self._refresh_lock:
+            if flight_key in self._refreshing:
+                return None
+            self._refreshing.add(flight_key)
+        lease = Lease(self.kv_store, f"refresh:{flight_key}", ttl=self._flight.timeout,
+                      on_error=self._failed)
+        if lease.acquire() is False:  # another process refreshes it
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
+            return None
+        return lease
+
+    def _refresh(self, flight_key: str, lease: Lease, compute: Callable[[], Any]) -> None:
+        try:
+            with lease.renewing():
+                compute()
+            self._stats.incr("refreshed")
+        except Exception as exc:  # a background refresh never reaches a caller
+            self._stats.incr("errors")
+            log.warning("agent-cache refresh-ahead failed: %s", exc)
+        finally:
+            lease.release()
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
+
+    async def _arefresh(
+        self, flight_key: str, lease: Lease, compute: Callable[[], Awaitable[Any]]
+    ) -> None:
+        try:
+            with lease.renewing():
+                await compute()
+            self._stats.incr("refreshed")
+        except Exception as exc:
+            self._stats.incr("errors")
+            log.warning("agent-cache refresh-ahead failed: %s", exc)
+        finally:
+            await asyncio.to_thread(lease.release)
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
 
     def _lease(self, flight_key: str) -> Lease:
         return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,
@@ -1298,11 +1535,12 @@ def _make_kv(
     prefix: str,
     on_corrupt: Literal["raise", "rebuild"],
     timeout: float | None,
+    breaker: CircuitBreaker | None = None,
 ) -> KVStore:
     if redis_url:
         from agent_cache.stores import RedisStore
 
-        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout)
+        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout, breaker=breaker)
     if path is not None:
         from agent_cache.stores import SQLiteStore
 

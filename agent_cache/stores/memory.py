@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -52,6 +53,8 @@ class MemoryStore:
         # batches, and the namespace in the index keeps tenants apart
         self._tags: dict[tuple[str, str], dict[str, None]] = {}
         self._counters: dict[str, int] = {}
+        self._expiry: list[tuple[float, str]] = []  # a heap of (expires_at, key)
+        self._evicted: deque[str] = deque(maxlen=max_entries)  # for :meth:`housekeep`
 
     @property
     def max_entries(self) -> int:
@@ -98,9 +101,46 @@ class MemoryStore:
             self._records[key] = _Record(value, namespace, expires_at, unique_tags)
             for tag in unique_tags:
                 self._tags.setdefault((namespace, tag), {})[key] = None
+            if expires_at is not None:
+                heapq.heappush(self._expiry, (expires_at, key))
             while len(self._records) > self._max_entries:
                 oldest = next(iter(self._records))
                 self._remove_locked(oldest)
+                self._evicted.append(oldest)
+            if len(self._expiry) > 2 * self._max_entries:  # overwritten keys' stale items
+                self._expiry = [(x, k) for x, k in self._expiry if self._expires(k) == x]
+                heapq.heapify(self._expiry)
+
+    def housekeep(self, now: float, limit: int = 256) -> list[str]:
+        """Delete up to ``limit`` records expired at ``now`` (and their tag rows).
+
+        Returns their keys and those of the records the LRU bound evicted since the last
+        call, so that the cache deletes their vectors too.
+        """
+        with self._lock:
+            out = list(self._evicted)
+            self._evicted.clear()
+            purged = 0
+            while self._expiry and self._expiry[0][0] <= now and purged < limit:
+                expires, key = heapq.heappop(self._expiry)
+                if self._expires(key) == expires and self._remove_locked(key):
+                    out.append(key)
+                    purged += 1
+            return out
+
+    def evict_over(self, namespace: str, keep: int) -> list[str]:
+        """Evict ``namespace``'s least recently used records beyond ``keep`` (a
+        per-tenant quota: other namespaces are never touched); return their keys."""
+        with self._lock:
+            mine = [k for k, r in self._records.items() if r.namespace == namespace]
+            doomed = mine[: max(0, len(mine) - keep)]
+            for key in doomed:
+                self._remove_locked(key)
+            return doomed
+
+    def _expires(self, key: str) -> float | None:
+        record = self._records.get(key)
+        return None if record is None else record.expires_at
 
     def delete(self, keys: Sequence[str]) -> int:
         """Delete records and their tag-index rows; return how many records existed."""
@@ -134,6 +174,7 @@ class MemoryStore:
                 removed = len(self._records)
                 self._records.clear()
                 self._tags.clear()
+                self._expiry.clear()
                 return removed
             doomed = [k for k, r in self._records.items() if r.namespace == namespace]
             for key in doomed:

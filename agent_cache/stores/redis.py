@@ -9,8 +9,10 @@ Layout, under ``prefix`` (``"agent_cache:"`` by default)::
     {prefix}nt:{namespace}       set   tags ever used in the namespace (for clear)
     {prefix}ns:{namespace}       set   keys of the namespace (for clear / count)
     {prefix}namespaces           set   namespaces ever written (for count() and clear())
+    {prefix}x                    zset  keys by expires_at (for housekeep)
     {prefix}c:{name}             int   counters (INCR)
     {prefix}l:{name}             str   single-flight locks (native TTL)
+    {prefix}s:{name}             zset  model-call slots: token -> expiry (server clock)
 
 Tenant walls: every operation reaches its keys through these indexes, never through a
 ``SCAN`` of the prefix, so :meth:`RedisStore.clear` cannot touch another application's
@@ -18,29 +20,37 @@ keys, even one whose prefix starts with this one's (``agent_cache:`` and
 ``agent_cache:tenantB:``). The tag index is per namespace, so invalidating a tag in one
 namespace never reads or deletes another's entries.
 
-Records and their ``kt`` sets carry a native TTL (``PX``) computed from
-``expires_at - now``; ``expires_at`` is also stored and compared with the caller's
-``now`` on read, so the cache's clock decides. Index sets are pruned lazily: a record
-that expired natively may still be listed in its namespace set until the next
-``clear``, so :meth:`RedisStore.count` is approximate (it can over-count expired
-records). :meth:`RedisStore.keys_for_tag` checks every candidate and returns only keys
-that still carry the tag. Single Redis server (or a proxy); Redis Cluster is not
+Records and their ``kt`` sets carry a native TTL (``PX``) of ``expires_at - now``
+plus an hour's grace; ``expires_at`` is also stored and compared with the caller's
+``now`` on read, so the cache's clock decides. :meth:`RedisStore.housekeep` (run by the
+cache on writes) deletes expired records in bounded batches with their index rows,
+found through the ``x`` sorted set; the grace keeps a record's namespace and tags
+readable until then. A record that expired natively before that may still be listed in
+its namespace set, so :meth:`RedisStore.count` is approximate. A key of the layout
+overwritten with another type (``WRONGTYPE``) is deleted and the command retried once.
+:meth:`RedisStore.keys_for_tag` checks every candidate and returns only keys that still
+carry the tag. Single Redis server (or a proxy); Redis Cluster is not
 supported because writes touch several keys in one transaction.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 
+from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 
 __all__ = ["RedisStore"]
 
+log = logging.getLogger("agent_cache")
+
 _CHUNK = 500
+_GRACE_MS = 3_600_000  # native TTL beyond expires_at: housekeep still finds the indexes
 _DEFAULT_URL = "redis://localhost:6379/0"
 
 
@@ -70,6 +80,10 @@ class RedisStore:
         timeout: seconds a connection attempt or a command may take (a stalled server is
             a ``BackendError``, served as a miss); ``None``: redis-py's default. Not
             applied to a client passed in.
+        breaker: a :class:`~agent_cache._breaker.CircuitBreaker` every call goes
+            through (:class:`~agent_cache.LayeredCache` gives each store its own): once
+            the server has failed a few times in a row, calls fail at once, without
+            waiting for the timeout, until a probe call finds it answering again.
 
     Example:
         >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
@@ -85,6 +99,7 @@ class RedisStore:
         client: Any | None = None,
         prefix: str = "agent_cache:",
         timeout: float | None = 2.0,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         try:
             import redis
@@ -101,6 +116,7 @@ class RedisStore:
         if timeout is not None and not timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         self._timeout = timeout
+        self.breaker = breaker
 
     @property
     def prefix(self) -> str:
@@ -112,7 +128,10 @@ class RedisStore:
     def get(self, key: str, now: float) -> str | None:
         """The value under ``key``, or ``None`` if absent or expired at ``now``."""
         with self._errors("get", key):
-            value, expires = self._redis().hmget(self._e(key), ["v", "x"])
+            value, expires = self._repairing(
+                lambda: self._redis().hmget(self._e(key), ["v", "x"]),
+                {self._e(key): "hash"},
+            )
         return self._live(value, expires, now)
 
     def get_many(self, keys: Sequence[str], now: float) -> dict[str, str]:
@@ -151,40 +170,89 @@ class RedisStore:
             if remaining <= 0:
                 self.delete([key])
                 return
-            ttl_ms = max(1, math.ceil(remaining * 1000))
+            ttl_ms = max(1, math.ceil(remaining * 1000)) + _GRACE_MS
         new_tags = list(dict.fromkeys(tags))
+        expected = {self._e(key): "hash", self._kt(key): "set", self._ns(namespace): "set",
+                    self._nt(namespace): "set", self._prefix + "namespaces": "set",
+                    self._prefix + "x": "zset"}
+        expected.update((self._t(namespace, t), "set") for t in new_tags)
         with self._errors("set", key):
-            client = self._redis()
-            read = client.pipeline(transaction=False)
-            read.smembers(self._kt(key))
-            read.hget(self._e(key), "n")
-            old_tags_raw, old_ns_raw = read.execute()
-            old_tags = {_text(t) for t in old_tags_raw}
-            old_ns = None if old_ns_raw is None else _text(old_ns_raw)
+            self._repairing(
+                lambda: self._set_once(key, value, namespace, expires_at, ttl_ms, new_tags),
+                expected,
+            )
 
-            pipe = client.pipeline(transaction=True)
-            moved = old_ns is not None and old_ns != namespace
-            for tag in old_tags if moved else old_tags.difference(new_tags):
-                pipe.srem(self._t(old_ns if old_ns is not None else namespace, tag), key)
-            if old_ns is not None and moved:
-                pipe.srem(self._ns(namespace=old_ns), key)
-            pipe.delete(self._e(key), self._kt(key))
-            fields = {"v": value, "n": namespace}
-            if expires_at is not None:
-                fields["x"] = repr(float(expires_at))
-            pipe.hset(self._e(key), mapping=fields)
+    def _set_once(
+        self,
+        key: str,
+        value: str,
+        namespace: str,
+        expires_at: float | None,
+        ttl_ms: int | None,
+        new_tags: list[str],
+    ) -> None:
+        client = self._redis()
+        read = client.pipeline(transaction=False)
+        read.smembers(self._kt(key))
+        read.hget(self._e(key), "n")
+        old_tags_raw, old_ns_raw = read.execute()
+        old_tags = {_text(t) for t in old_tags_raw}
+        old_ns = None if old_ns_raw is None else _text(old_ns_raw)
+
+        pipe = client.pipeline(transaction=True)
+        moved = old_ns is not None and old_ns != namespace
+        for tag in old_tags if moved else old_tags.difference(new_tags):
+            pipe.srem(self._t(old_ns if old_ns is not None else namespace, tag), key)
+        if old_ns is not None and moved:
+            pipe.srem(self._ns(namespace=old_ns), key)
+        pipe.delete(self._e(key), self._kt(key))
+        fields = {"v": value, "n": namespace}
+        if expires_at is not None:
+            fields["x"] = repr(float(expires_at))
+        pipe.hset(self._e(key), mapping=fields)
+        if ttl_ms is not None:
+            pipe.pexpire(self._e(key), ttl_ms)
+        if new_tags:
+            pipe.sadd(self._kt(key), *new_tags)
             if ttl_ms is not None:
-                pipe.pexpire(self._e(key), ttl_ms)
-            if new_tags:
-                pipe.sadd(self._kt(key), *new_tags)
-                if ttl_ms is not None:
-                    pipe.pexpire(self._kt(key), ttl_ms)
-                for tag in new_tags:
-                    pipe.sadd(self._t(namespace, tag), key)
-                pipe.sadd(self._nt(namespace), *new_tags)
-            pipe.sadd(self._ns(namespace), key)
-            pipe.sadd(self._prefix + "namespaces", namespace)
-            pipe.execute()
+                pipe.pexpire(self._kt(key), ttl_ms)
+            for tag in new_tags:
+                pipe.sadd(self._t(namespace, tag), key)
+            pipe.sadd(self._nt(namespace), *new_tags)
+        pipe.sadd(self._ns(namespace), key)
+        pipe.sadd(self._prefix + "namespaces", namespace)
+        if expires_at is not None:
+            pipe.zadd(self._prefix + "x", {key: float(expires_at)})
+        else:
+            pipe.zrem(self._prefix + "x", key)
+        pipe.execute()
+
+    def housekeep(self, now: float, limit: int = 256) -> list[str]:
+        """Delete up to ``limit`` records expired at ``now`` with their tag and
+        namespace rows; return their keys (so the cache deletes their vectors)."""
+        with self._errors("housekeep"):
+            client = self._redis()
+            due = [_text(k) for k in client.zrangebyscore(self._prefix + "x", "-inf", now,
+                                                          start=0, num=limit)]
+            if not due:
+                return []
+            read = client.pipeline(transaction=False)
+            for key in due:
+                read.hget(self._e(key), "x")
+            expiries = read.execute()
+            # rewritten since with a later expiry (its score moved too): not ours to delete
+            doomed = [k for k, x in zip(due, expiries, strict=True)
+                      if x is None or float(_text(x)) <= now]
+            gone = [k for k, x in zip(due, expiries, strict=True) if x is None]
+            self._delete_chunk(doomed)
+            if gone:  # expired natively: its namespace is unknown, look in each
+                names = [_text(n) for n in client.smembers(self._prefix + "namespaces")]
+                pipe = client.pipeline(transaction=False)
+                for name in names:
+                    pipe.srem(self._ns(name), *gone)
+                pipe.execute()
+            client.zrem(self._prefix + "x", *due)
+            return doomed
 
     def delete(self, keys: Sequence[str]) -> int:
         """Delete records and their tag-index rows; return how many records existed."""
@@ -325,6 +393,29 @@ class RedisStore:
             )
         return bool(ok)
 
+    # -- slots (a deployment-wide limit on model calls) ---------------------------------
+
+    _SLOT = (
+        "local t = redis.call('time') local now = tonumber(t[1]) + tonumber(t[2]) / 1e6 "
+        "redis.call('zremrangebyscore', KEYS[1], '-inf', now) "
+        "if redis.call('zcard', KEYS[1]) < tonumber(ARGV[1]) then "
+        "redis.call('zadd', KEYS[1], now + tonumber(ARGV[2]), ARGV[3]) "
+        "redis.call('pexpire', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000)) return 1 end "
+        "return 0"
+    )
+
+    def acquire_slot(self, name: str, token: str, limit: int, ttl: float) -> bool:
+        """Take one of ``limit`` slots named ``name`` (a sorted set; a holder that dies
+        frees its slot after ``ttl`` s, by the server's clock)."""
+        with self._errors("acquire_slot"):
+            done = self._redis().eval(self._SLOT, 1, f"{self._prefix}s:{name}", limit, ttl,
+                                      token)
+        return bool(done)
+
+    def release_slot(self, name: str, token: str) -> None:
+        with self._errors("release_slot"):
+            self._redis().zrem(f"{self._prefix}s:{name}", token)
+
     def unlock(self, name: str, token: str) -> None:
         """Release the lock if ``token`` still holds it (compare-and-delete in Lua)."""
         with self._errors("unlock"):
@@ -336,7 +427,7 @@ class RedisStore:
         """Close the client if this store created it; a client passed in is left open."""
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
-            with self._errors("close"):
+            with self._errors("close", guarded=False):
                 client.close()
 
     def __enter__(self) -> RedisStore:
@@ -386,14 +477,43 @@ class RedisStore:
         return self._client
 
     @contextmanager
-    def _errors(self, op: str, key: str | None = None) -> Iterator[None]:
+    def _errors(self, op: str, key: str | None = None, guarded: bool = True) -> Iterator[None]:
+        guard: AbstractContextManager[None] = (
+            self.breaker.guard() if guarded and self.breaker is not None else nullcontext()
+        )
+        with guard:
+            try:
+                yield
+            except self._error as exc:
+                endpoint = None if not self._owns_client else self._url
+                error = BackendError(
+                    f"Redis {op} failed: {exc}", layer="exact", key=key, endpoint=endpoint
+                )
+                # the server answered (a wrong-type key, a script error): it is up
+                error.answered = isinstance(  # type: ignore[attr-defined]
+                    exc, self._redis_module.ResponseError
+                )
+                raise error from exc
+
+    def _repairing(self, command: Any, expected: dict[str, str]) -> Any:
+        """``command()``; if a key it touches holds the wrong type (someone overwrote
+        it), delete the misfits and run it once more."""
         try:
-            yield
-        except self._error as exc:
-            endpoint = None if not self._owns_client else self._url
-            raise BackendError(
-                f"Redis {op} failed: {exc}", layer="exact", key=key, endpoint=endpoint
-            ) from exc
+            return command()
+        except self._redis_module.ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+        client = self._redis()
+        names = list(expected)
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.type(name)
+        wrong = [n for n, t in zip(names, pipe.execute(), strict=True)
+                 if _text(t) not in ("none", expected[n])]
+        if wrong:
+            log.warning("agent-cache: Redis keys of the wrong type deleted: %s", wrong)
+            client.delete(*wrong)
+        return command()
 
     @staticmethod
     def _live(value: object, expires: object, now: float) -> str | None:
@@ -415,6 +535,7 @@ class RedisStore:
         pipe = client.pipeline(transaction=True)
         pipe.delete(*(self._e(k) for k in keys))
         pipe.delete(*(self._kt(k) for k in keys))
+        pipe.zrem(self._prefix + "x", *keys)
         for i, key in enumerate(keys):
             owner = found[2 * i + 1]
             if owner is None:

@@ -268,6 +268,63 @@ class SQLiteStore:
                 )
         return int(row[0])
 
+    def housekeep(self, now: float, limit: int = 256) -> list[str]:
+        """Delete up to ``limit`` records expired at ``now``, their tag rows and vectors
+        (and up to ``limit`` vectors whose own, shorter, TTL ran out); return the keys
+        of the records deleted. One short transaction, cheap when nothing expired
+        (an index probe), so :class:`~agent_cache.LayeredCache` runs it on writes.
+        """
+        with self._errors("housekeep"):
+            probe = self._conn().execute(
+                "SELECT 1 FROM entries WHERE expires_at <= ? LIMIT 1", (now,)
+            ).fetchone()
+            vprobe = self._conn().execute(
+                "SELECT 1 FROM vectors WHERE expires_at <= ? LIMIT 1", (now,)
+            ).fetchone()
+            if probe is None and vprobe is None:
+                return []
+            with self._write() as conn:
+                keys = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT key FROM entries WHERE expires_at <= ? LIMIT ?", (now, limit)
+                    ).fetchall()
+                ]
+                for chunk in _chunks(keys):
+                    marks = _marks(len(chunk))
+                    conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                    vt.delete_vectors(conn, chunk)
+                    conn.execute(f"DELETE FROM entries WHERE key IN ({marks})", chunk)
+                if vprobe is not None:
+                    vt.delete_vectors_where(
+                        conn,
+                        "key IN (SELECT key FROM vectors WHERE expires_at <= ? LIMIT ?)",
+                        (now, limit),
+                    )
+        return keys
+
+    def evict_over(self, namespace: str, keep: int) -> list[str]:
+        """Evict ``namespace``'s oldest-written records beyond ``keep`` (a per-tenant
+        quota: other namespaces are never touched), vectors and tags included; return
+        their keys."""
+        with self._errors("evict_over"):
+            row = self._conn().execute(
+                "SELECT COUNT(*) FROM entries WHERE namespace = ?", (namespace,)
+            ).fetchone()
+            excess = int(row[0]) - keep
+            if excess <= 0:
+                return []
+            with self._write() as conn:
+                keys = [str(r[0]) for r in conn.execute(
+                    "SELECT key FROM entries WHERE namespace = ? ORDER BY created_at, key "
+                    "LIMIT ?", (namespace, excess)).fetchall()]
+                for chunk in _chunks(keys):
+                    marks = _marks(len(chunk))
+                    conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)
+                    vt.delete_vectors(conn, chunk)
+                    conn.execute(f"DELETE FROM entries WHERE key IN ({marks})", chunk)
+        return keys
+
     def purge_expired(self, now: float) -> int:
         """Delete every record expired at ``now`` and its tag rows; return how many."""
         with self._errors("purge_expired"), self._write() as conn:

@@ -14,11 +14,13 @@ import math
 import re
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
+from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
 
@@ -137,6 +139,9 @@ class ChromaVectorStore:
         timeout: seconds a call to a Chroma server may take (connecting included), so a
             stalled server is a ``BackendError`` (a miss), never a hang; chromadb's own
             client waits forever. ``None``: no limit.
+        breaker: a :class:`~agent_cache._breaker.CircuitBreaker` every call goes
+            through: a server that keeps failing is not called (each call fails at
+            once) until a probe call finds it answering again.
 
     A collection that disappeared (the server restarted on an empty folder, someone
     deleted it) is re-created on the next call, once per failing call.
@@ -156,6 +161,7 @@ class ChromaVectorStore:
         collection: str = "agent_cache",
         overfetch: int = 20,
         timeout: float | None = 2.0,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         if sum(x is not None for x in (path, url, client)) > 1:
             raise ConfigurationError("pass at most one of path, url and client")
@@ -177,6 +183,7 @@ class ChromaVectorStore:
         if timeout is not None and not timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         self.timeout = timeout
+        self.breaker = breaker
         self._client: Any = client
         self._owns_client = client is None
         self._collection: Any = None
@@ -258,6 +265,9 @@ class ChromaVectorStore:
         except Exception as exc:
             raise self._fail(action, exc) from exc
 
+    def _guarded(self) -> AbstractContextManager[None]:
+        return self.breaker.guard() if self.breaker is not None else nullcontext()
+
     def _batch_size(self) -> int:
         try:
             return max(1, int(self._client.get_max_batch_size()))
@@ -291,8 +301,6 @@ class ChromaVectorStore:
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, matrix, metas = [ids[i] for i in keep], matrix[keep], [metas[i] for i in keep]
-        self._coll()
-        step = self._batch_size()
 
         def upsert(collection: Any) -> None:
             for start in range(0, len(ids), step):
@@ -303,7 +311,10 @@ class ChromaVectorStore:
                     metadatas=metas[start:end],
                 )
 
-        self._run("upsert", upsert)
+        with self._guarded():
+            self._coll()
+            step = self._batch_size()
+            self._run("upsert", upsert)
 
     def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
         """The ``k`` most similar unexpired vectors of ``scope``, best first.
@@ -345,7 +356,8 @@ class ChromaVectorStore:
             )
             return self._matches(rows)
 
-        result: list[VectorMatch] = self._run("query", search)
+        with self._guarded():
+            result: list[VectorMatch] = self._run("query", search)
         return result
 
     @staticmethod
@@ -371,14 +383,15 @@ class ChromaVectorStore:
         """Remove vectors by id; unknown ids are ignored."""
         if not ids:
             return
-        self._coll()
-        step = self._batch_size()
 
         def delete(collection: Any) -> None:
             for start in range(0, len(ids), step):
                 collection.delete(ids=list(ids[start : start + step]))
 
-        self._run("delete", delete)
+        with self._guarded():
+            self._coll()
+            step = self._batch_size()
+            self._run("delete", delete)
 
     def clear(self, namespace: str | None = None) -> None:
         """Remove everything, or only vectors whose metadata ``namespace`` matches."""
@@ -393,11 +406,13 @@ class ChromaVectorStore:
                     return
                 collection.delete(ids=list(page))
 
-        self._run("clear", clear)
+        with self._guarded():
+            self._run("clear", clear)
 
     def count(self) -> int:
         """How many vectors the collection holds (expired ones included until deleted)."""
-        return int(self._run("count", lambda collection: collection.count()))
+        with self._guarded():
+            return int(self._run("count", lambda collection: collection.count()))
 
     def close(self) -> None:
         """Release a client we created; a client passed in is left open. Idempotent."""

@@ -225,6 +225,20 @@ class MemoryVectorStore:
             ]
             self.delete(doomed)
 
+    def housekeep(self, now: float, limit: int = 256) -> int:
+        """Delete up to ``limit`` vectors expired at ``now``; return how many."""
+        with self._lock:
+            doomed: list[str] = []
+            for partition in self._partitions.values():
+                n = len(partition)
+                if n and partition.expires[:n].min() <= now:
+                    rows = np.flatnonzero(partition.expires[:n] <= now)[: limit - len(doomed)]
+                    doomed.extend(partition.ids[int(r)] for r in rows)
+                if len(doomed) >= limit:
+                    break
+            self.delete(doomed)
+            return len(doomed)
+
     def count(self) -> int:
         """How many vectors are stored (expired ones included until deleted)."""
         with self._lock:

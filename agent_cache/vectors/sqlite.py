@@ -147,6 +147,15 @@ class SQLiteVectorStore:
             else:
                 vt.delete_vectors_where(conn, "namespace = ?", (namespace,))
 
+    def housekeep(self, now: float, limit: int = 256) -> int:
+        """Delete up to ``limit`` vectors expired at ``now`` (in a database of its own;
+        with a shared one the store's own housekeeping does it); return how many."""
+        if not self._owns_store:
+            return 0
+        before = self.count()
+        self._store.housekeep(now, limit)
+        return before - self.count()
+
     def count(self) -> int:
         """How many vectors the database holds (expired ones included until purged)."""
         with self._store.snapshot("vector count") as conn:

@@ -48,7 +48,7 @@ def test_a_stalled_redis_is_a_bounded_miss_and_hits_resume(
 ) -> None:
     url, proc = own_redis
     with LayeredCache(path=None, redis_url=url, embedder=HashEmbedder(),
-                      backend_timeout=0.5) as cache:
+                      backend_timeout=0.5, circuit_reset=0.5) as cache:
         cache.store("What is RAG?", "retrieval")
         assert cache.lookup("What is RAG?") is not None
         os.kill(proc.pid, signal.SIGSTOP)
@@ -62,6 +62,7 @@ def test_a_stalled_redis_is_a_bounded_miss_and_hits_resume(
             os.kill(proc.pid, signal.SIGCONT)
         assert elapsed < 8 * 0.5 + 2.0, elapsed  # each call bounded by the timeout
         assert cache.stats().errors >= 2
+        time.sleep(0.6)  # the circuit opened: its probe is due after circuit_reset
         hit = cache.lookup("What is RAG?")  # the same instance recovers by itself
         assert hit is not None and hit.response == "retrieval"
 
