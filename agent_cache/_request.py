@@ -180,7 +180,12 @@ def keys_for(req: Request, version: int) -> Keys:
 
 
 def encode_record(
-    prompt: str, response: Any, *, tokens: int | None, created: float, tier: str
+    prompt: str,
+    response: Any,
+    *,
+    tokens: int | dict[str, int] | None,
+    created: float,
+    tier: str,
 ) -> str:
     """The JSON record stored in the exact layer; never pickle.
 
