@@ -1085,6 +1085,24 @@ class LayeredCache:
         self._stats.incr("errors")
         log.warning("agent-cache could not store a computed answer (returned anyway): %s", exc)
 
+    def contains(
+        self,
+        prompt: str,
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+    ) -> bool:
+        """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
+        resumable bulk load skips.
+
+        Example:
+            >>> cache.contains("What is RAG?")  # doctest: +SKIP
+        """
+        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        return self._peek(req) is not None
+
     def _peek(self, req: rq.Request) -> CacheHit | None:
         """The exact/template record another process may just have written (no stats)."""
         try:

@@ -379,6 +379,7 @@ class StatsRecorder:
         self.prices = prices or PriceTable()
         self.sinks: list[StatsSink] = list(sinks)
         self.clock = clock
+        self.last_ms = 0.0  # the latest lookup's latency (for replays)
         self.reset()
 
     def add_sink(self, sink: StatsSink) -> None:
@@ -417,6 +418,7 @@ class StatsRecorder:
         """One finished lookup: ``layer`` and ``outcome`` as in :class:`StatsSink`."""
         ms = seconds * 1000.0
         _LAST_OUTCOME.set(outcome)
+        self.last_ms = ms
         with self._lock:
             c = self._c
             c[(namespace, "lookups")] += 1
