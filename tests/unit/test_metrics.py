@@ -220,3 +220,22 @@ def test_two_processes_add_up_in_multiprocess_mode(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", _READER], env=env, check=True,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert json.loads(out.stdout) == {"exact": 6.0, "semantic": 4.0, "miss": 8.0, "model": 2.0}
+
+
+def test_grafana_dashboard_uses_exactly_the_exported_names() -> None:
+    import re
+
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {re.sub(r"_(bucket|count|sum)$", "", n)
+            for e in exprs for n in re.findall(r"agent_cache_[a-z_]+", e)}  # fmt: skip
+    registry = CollectorRegistry()
+    PrometheusMetrics(registry)
+    exported = {m.name + ("_total" if m.type == "counter" else "")
+                for m in registry.collect()}  # fmt: skip
+    assert used <= exported, used - exported
+    for name in ("agent_cache_requests_total", "agent_cache_lookup_seconds",
+                 "agent_cache_model_call_seconds", "agent_cache_tokens_saved_total",
+                 "agent_cache_cost_saved_total", "agent_cache_kv_cached_tokens_total",
+                 "agent_cache_kv_prompt_tokens_total", "agent_cache_entries"):  # fmt: skip
+        assert name in used and name in exported, name
