@@ -14,6 +14,7 @@ from agent_cache.errors import (
     SerializationError,
 )
 from agent_cache.policy import TtlPolicy, TtlTier
+from agent_cache.savings import PriceTable
 from agent_cache.stats import CacheStats
 from agent_cache.tools import StepCache, ToolCache
 
@@ -29,6 +30,7 @@ __all__ = [
     "ConfigurationError",
     "LayeredCache",
     "MissingDependencyError",
+    "PriceTable",
     "SerializationError",
     "StepCache",
     "ToolCache",

@@ -183,7 +183,7 @@ def encode_record(
     prompt: str,
     response: Any,
     *,
-    tokens: int | None,
+    tokens: int | dict[str, int] | None,
     created: float,
     tier: str,
     expires: float | None = None,

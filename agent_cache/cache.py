@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from agent_cache import _request as rq
-from agent_cache import semantic
+from agent_cache import semantic, tracing
 from agent_cache._breaker import CircuitBreaker
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Lease, Pause
@@ -51,8 +51,9 @@ from agent_cache.protocols import (
     VectorMatch,
     VectorStore,
 )
+from agent_cache.savings import PriceTable, Usage, usage_from
 from agent_cache.singleflight import SingleFlight
-from agent_cache.stats import CacheStats, StatsRecorder
+from agent_cache.stats import HIT, CacheStats, StatsRecorder, StatsSink
 
 __all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "LayeredCache"]
 
@@ -97,6 +98,8 @@ class CacheHit:
             verifier's), ``None`` otherwise.
         expires_at: when the served entry expires (the cache's clock), ``None`` for
             never or unknown (entries written before this field existed).
+        usage: the tokens the model call that produced the answer reported (what
+            serving it saved), ``None`` when none were reported.
     """
 
     response: Any
@@ -107,6 +110,7 @@ class CacheHit:
     namespace: str = "default"
     similarity: float | None = None
     expires_at: float | None = None
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +216,12 @@ class LayeredCache:
         top_k: candidates fetched from the vector store.
         clock: seconds, injectable for tests; ``sleep`` likewise for paced invalidation.
         kv_store / vector_store: backends given directly (anything with the protocols).
+        metrics: where every event also goes: a sink such as
+            :class:`agent_cache.metrics.PrometheusMetrics` (or several), or ``True`` for
+            Prometheus metrics in ``prometheus_client``'s default registry.
+        prices: money per million tokens per model, ``{model: (input, output)}`` (or a
+            :class:`~agent_cache.savings.PriceTable`): what a hit saves, in
+            ``stats().cost_saved`` and ``agent_cache_cost_saved_total``. None assumed.
 
     Example:
         >>> cache = LayeredCache(path=None, embedder=HashEmbedder())  # doctest: +SKIP
@@ -263,6 +273,8 @@ class LayeredCache:
         kv_store: KVStore | None = None,
         vector_store: VectorStore | None = None,
         seed: int | None = None,
+        metrics: StatsSink | Iterable[StatsSink] | bool | None = None,
+        prices: PriceTable | Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         file_cfg = _read_config(config) if config is not None else {}
         self.threshold = _check_threshold(
@@ -360,7 +372,14 @@ class LayeredCache:
         self._reranker_ready = reranker is None
         self._init_lock = threading.RLock()  # vector_store may build kv_store
         self._rng = random.Random(seed)
-        self._stats = StatsRecorder()
+        self._stats = StatsRecorder(
+            prices if isinstance(prices, PriceTable) else PriceTable(prices),
+            _sinks(metrics),
+        )
+        for sink in self._stats.sinks:
+            watch = getattr(sink, "watch", None)
+            if watch is not None:
+                watch(self)
         self._flight = SingleFlight(singleflight_timeout)
         self._judge = AnswerJudge(judge=judge)
         # judged evidence per namespace, in the shared store; it drives the threshold
@@ -533,12 +552,21 @@ class LayeredCache:
     def _lookup_flow(self, req: rq.Request, now: float) -> Flow[_Outcome]:
         version = yield Op(self.kv_store, "get_counter", (rq.version_counter(req.namespace),))
         keys = rq.keys_for(req, version)
-        raw = yield Op(self.kv_store, "get", (keys.primary, now))
+        with tracing.span("exact", namespace=req.namespace) as sp:
+            raw = yield Op(self.kv_store, "get", (keys.primary, now))
+            tracing.annotate(sp, outcome="miss" if raw is None else HIT)
         if raw is not None:
             layer = "template" if keys.template else "exact"
             return _Outcome(self._hit(raw, layer, None, keys.primary, req.namespace), keys.exact)
         if not self._semantic_on(req):
             return _Outcome(None, keys.exact)
+        with tracing.span("semantic", namespace=req.namespace) as sp:
+            outcome = yield from self._semantic_flow(req, keys, now)
+            tracing.annotate(sp, outcome=HIT if outcome.hit else outcome.refused or "miss",
+                             score=outcome.hit.score if outcome.hit else None)
+        return outcome
+
+    def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[_Outcome]:
         vectors = yield Op(self.embedder, "embed", ([req.prompt],))
         matches: list[VectorMatch] = yield Op(
             self.vector_store,
@@ -547,9 +575,11 @@ class LayeredCache:
             {"k": self.top_k, "scope": keys.scope, "now": now},
         )
         verdicts = yield from self._verdicts_flow(req, matches)
+        refused = None
         for v in verdicts:
             if v.outcome == "refused":
-                self._stats.incr(f"refused:{v.reason}")
+                self._stats.incr(f"refused:{v.reason}", namespace=req.namespace)
+                refused = refused or f"refused_{v.reason}"
         for v in verdicts:
             if v.outcome != "serve":
                 break  # servable verdicts come first
@@ -563,7 +593,7 @@ class LayeredCache:
             )
             return _Outcome(hit, keys.exact, query=req.prompt)
         explore = yield from self._explore_flow(req, verdicts, now)
-        return _Outcome(None, keys.exact, query=req.prompt, explore=explore)
+        return _Outcome(None, keys.exact, query=req.prompt, explore=explore, refused=refused)
 
     def _verdicts_flow(
         self, req: rq.Request, matches: Sequence[VectorMatch]
@@ -582,7 +612,9 @@ class LayeredCache:
         pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
         scores: list[float] = []
         if pending and reranker is not None:
-            scores = list((yield Op(reranker, "score", (req.prompt, pending))))
+            with tracing.span("verify", namespace=req.namespace, candidates=len(pending)) as sp:
+                scores = list((yield Op(reranker, "score", (req.prompt, pending))))
+                tracing.annotate(sp, score=max(scores, default=None))
         return semantic.finish(verdicts, scores, policy)
 
     def _explore_flow(
@@ -620,13 +652,15 @@ class LayeredCache:
         similarity: float | None = None,
     ) -> CacheHit:
         record = rq.decode_record(raw, key)
-        tokens = record.get("t")
-        saved = tokens if isinstance(tokens, int) else rq.estimate_tokens(record["r"])
-        self._stats.incr("tokens_saved", saved)
+        try:
+            usage = usage_from(record.get("t"))
+        except ConfigurationError:  # a record another writer filled oddly: estimate
+            usage = None
         expires = record.get("x")
         return CacheHit(
             record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity,
-            float(expires) if isinstance(expires, int | float) else None,
+            expires_at=float(expires) if isinstance(expires, int | float) else None,
+            usage=usage,
         )
 
     def _store_flow(
@@ -636,15 +670,16 @@ class LayeredCache:
         *,
         ttl: float | None,
         tags: Sequence[str],
-        tokens: int | None,
+        tokens: int | Mapping[str, Any] | Usage | None,
         now: float,
     ) -> Flow[str]:
         version = yield Op(self.kv_store, "get_counter", (rq.version_counter(req.namespace),))
         keys = rq.keys_for(req, version)
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
-        record = rq.encode_record(req.prompt, response, tokens=tokens, created=now, tier=tier,
-                                  expires=expires)
+        usage = usage_from(tokens)
+        record = rq.encode_record(req.prompt, response, tokens=usage.as_record() if usage
+                                  else None, created=now, tier=tier, expires=expires)
         embedded = self._semantic_on(req)
         joint = embedded and self._joint_vectors()
         write: dict[str, Any] = {
@@ -713,54 +748,56 @@ class LayeredCache:
         if pending is None:
             return
         agree = yield from self._judge.agree_flow(pending, response, self.embedder)
-        verdict = "undecided" if agree is None else ("agreed" if agree else "disagreed")
-        kind = "" if pending.kind == "shadow" else f"{pending.kind}_"
-        self._stats.incr(f"shadow:{kind}{verdict}")
+        self._stats.judged(pending.namespace, pending.kind, pending.similarity, agree)
         if agree is not None:
             yield Op(self._bound, "record", (pending.namespace, pending.similarity),
                      {"wrong": not agree})
 
     # ------------------------------------------------------------------ lookup
-    def _begin_lookup(self, policy: str) -> bool:
-        """Count the lookup; False when it must not read the cache at all."""
+    def _begin_lookup(self, policy: str, namespace: str) -> bool:
+        """Count a lookup that skips the cache; False when it must not read it at all."""
         if policy not in _POLICIES:
             raise ConfigurationError(f"policy must be one of {_POLICIES}, not {policy!r}")
-        self._stats.incr("lookups")
         if policy in ("bypass", "refresh"):
-            self._stats.incr("bypassed")
+            self._stats.request(namespace, "none", "bypass", 0.0)
             return False
         if self.bypass_rate and self._rng.random() < self.bypass_rate:
-            self._stats.incr("control")
+            self._stats.request(namespace, "none", "control", 0.0)
             return False
         return True
 
-    def _finish_lookup(self, outcome: _Outcome, started: float) -> CacheHit | None:
+    def _finish_lookup(
+        self, outcome: _Outcome, started: float, namespace: str, llm_string: str
+    ) -> CacheHit | None:
         hit = outcome.hit
         elapsed = time.perf_counter() - started
+        label = "error" if outcome.error else (outcome.refused or "miss")
         if hit is not None and hit.layer == "semantic":
             kind = ""
             if self.shadow:
                 kind = "shadow"
-                self._stats.incr("shadow:would_hit")
+                self._stats.incr("shadow:would_hit", namespace=namespace)
             elif self.max_error_rate is not None and self._rng.random() < self.audit_rate:
                 kind = "audit"
-                self._stats.incr("audited")
+                self._stats.incr("audited", namespace=namespace)
             if kind:
                 self._judge.expect(
                     outcome.query_key,
                     Pending(hit.namespace, outcome.query, hit.matched_prompt, hit.response,
                             hit.similarity if hit.similarity is not None else 0.0, kind),
                 )
-                hit = None
+                hit, label = None, kind
         elif hit is None and outcome.explore is not None:
-            self._stats.incr("explored")
+            self._stats.incr("explored", namespace=namespace)
             self._judge.expect(outcome.query_key, outcome.explore)
         if hit is None:
-            self._stats.incr("misses")
-            self._stats.latency("miss", elapsed)
+            layer = "semantic" if label != "miss" and label != "error" else "none"
+            self._stats.request(namespace, layer, label, elapsed)
         else:
-            self._stats.incr(f"hit:{hit.layer}")
-            self._stats.latency(hit.layer, elapsed)
+            layer, label = hit.layer, HIT
+            self._stats.request(namespace, layer, label, elapsed)
+            self._stats.saved(namespace, llm_string, hit.usage, rq.estimate_tokens(hit.response))
+        tracing.annotate(None, layer=layer, outcome=label, score=hit.score if hit else None)
         return hit
 
     def _failed(self, exc: Exception, what: str) -> None:
@@ -805,15 +842,16 @@ class LayeredCache:
             >>> cache.lookup("What is RAG?")  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        if not self._begin_lookup(policy):
+        if not self._begin_lookup(policy, req.namespace):
             return None
         started = time.perf_counter()
-        try:
-            outcome = run_sync(self._lookup_flow(req, self.clock()))
-        except Exception as exc:  # ours (BackendError) or a backend's own exception type
-            self._failed(exc, "lookup")
-            outcome = _Outcome(None, "")
-        return self._finish_lookup(outcome, started)
+        with tracing.span("lookup", namespace=req.namespace):
+            try:
+                outcome = run_sync(self._lookup_flow(req, self.clock()))
+            except Exception as exc:  # ours (BackendError) or a backend's own exception type
+                self._failed(exc, "lookup")
+                outcome = _Outcome(None, "", error=True)
+            return self._finish_lookup(outcome, started, req.namespace, llm_string)
 
     async def alookup(
         self,
@@ -828,25 +866,26 @@ class LayeredCache:
     ) -> CacheHit | None:
         """Async twin of :meth:`lookup`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        if not self._begin_lookup(policy):
+        if not self._begin_lookup(policy, req.namespace):
             return None
         started = time.perf_counter()
-        try:
-            outcome = await run_async(self._lookup_flow(req, self.clock()))
-        except Exception as exc:
-            self._failed(exc, "lookup")
-            outcome = _Outcome(None, "")
-        return self._finish_lookup(outcome, started)
+        with tracing.span("lookup", namespace=req.namespace):
+            try:
+                outcome = await run_async(self._lookup_flow(req, self.clock()))
+            except Exception as exc:
+                self._failed(exc, "lookup")
+                outcome = _Outcome(None, "", error=True)
+            return self._finish_lookup(outcome, started, req.namespace, llm_string)
 
     # ------------------------------------------------------------------ store
     def _begin_store(
-        self, response: Any, tags: Iterable[str], ttl: Any = None
+        self, response: Any, tags: Iterable[str], ttl: Any = None, namespace: str = ""
     ) -> tuple[bool, tuple[str, ...]]:
         tag_list = rq.check_tags(tags)
         rq.check_ttl(ttl)
         rq.check_json(response)  # SerializationError before anything is written
         if not is_cacheable(response):
-            self._stats.incr("skipped_stores")
+            self._stats.incr("skipped_stores", namespace=namespace)
             return False, tag_list
         return True, tag_list
 
@@ -861,36 +900,39 @@ class LayeredCache:
         template_version: str = "",
         ttl: float | None = None,
         tags: Iterable[str] = (),
-        tokens: int | None = None,
+        tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
     ) -> str:
         """Store a JSON-serializable answer; returns its key.
 
         Errors and empty answers are not stored (counted as ``skipped_stores``). ``ttl``
         overrides the policy's tiers; ``tags`` feed :meth:`invalidate`; ``tokens`` is what
-        the model spent, counted as saved on every later hit; ``verbatim`` as in
-        :meth:`lookup`.
+        the model spent, counted as saved on every later hit: its reported usage
+        (``{"prompt_tokens": .., "completion_tokens": ..}``, LangChain's
+        ``usage_metadata``, or ``{"input": .., "output": ..}``) or one int (a total);
+        ``verbatim`` as in :meth:`lookup`.
 
         Raises:
             SerializationError: the response is not JSON-serializable (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags, ttl)
+        ok, tag_list = self._begin_store(response, tags, ttl, req.namespace)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
-            key = run_sync(
-                self._store_flow(
-                    req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
+            with tracing.span("store", namespace=req.namespace):
+                key = run_sync(
+                    self._store_flow(
+                        req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
+                    )
                 )
-            )
         except (ConfigurationError, SerializationError):
             raise
         except Exception as exc:
             self._failed(exc, "store")
             return rq.keys_for(req, 0).primary
-        self._stats.incr("stores")
+        self._stats.incr("stores", namespace=req.namespace)
         return key
 
     async def astore(
@@ -904,26 +946,27 @@ class LayeredCache:
         template_version: str = "",
         ttl: float | None = None,
         tags: Iterable[str] = (),
-        tokens: int | None = None,
+        tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags, ttl)
+        ok, tag_list = self._begin_store(response, tags, ttl, req.namespace)
         if not ok:
             return rq.keys_for(req, 0).primary
         try:
-            key = await run_async(
-                self._store_flow(
-                    req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
+            with tracing.span("store", namespace=req.namespace):
+                key = await run_async(
+                    self._store_flow(
+                        req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
+                    )
                 )
-            )
         except (ConfigurationError, SerializationError):
             raise
         except Exception as exc:
             self._failed(exc, "store")
             return rq.keys_for(req, 0).primary
-        self._stats.incr("stores")
+        self._stats.incr("stores", namespace=req.namespace)
         return key
 
     def store_many(
@@ -945,7 +988,7 @@ class LayeredCache:
         pending = [
             (self._prepare(p, llm_string, namespace, None, ""), r)
             for p, r in items
-            if self._begin_store(r, tag_list, ttl)[0]
+            if self._begin_store(r, tag_list, ttl, namespace)[0]
         ]
         version = self.kv_store.get_counter(rq.version_counter(namespace))
         now = self.clock()
@@ -987,7 +1030,7 @@ class LayeredCache:
                 out.append(keys.primary)
             if ids:
                 self.vector_store.add(ids, vecs, metas)
-            self._stats.incr("stores", len(chunk))
+            self._stats.incr("stores", len(chunk), namespace=namespace)
             run_sync(self._housekeep_flow(now, force=True))
         return out
 
@@ -1008,7 +1051,7 @@ class LayeredCache:
         policy: CachePolicy = "use",
         ttl: float | None = None,
         tags: Iterable[str] = (),
-        tokens: int | Callable[[Any], int | None] | None = None,
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
     ) -> Any:
         """Return the cached answer, or compute it once for all concurrent callers.
@@ -1041,11 +1084,11 @@ class LayeredCache:
                 if not admitted:
                     return self._overloaded(req.namespace)
                 started = time.perf_counter()
-                value = compute()
-                self._stats.latency("model", time.perf_counter() - started)
+                with tracing.span("model_call", namespace=req.namespace):
+                    value = compute()
+            n = self._model_called(req.namespace, started, value, tokens)
             refused = self._remember_negative(flight_key, value)
             if policy != "no_store" and is_cacheable(value) and not refused:
-                n = tokens(value) if callable(tokens) else tokens
                 try:
                     self.store(prompt, value, llm_string, namespace, context=context,
                                template_version=template_version, ttl=ttl, tags=tag_list,
@@ -1069,7 +1112,7 @@ class LayeredCache:
             hit, held = run_sync(self._contend_flow(req, lease))
             if hit is not None:
                 lease.release()
-                self._stats.incr("coalesced")
+                self._stats.incr("coalesced", namespace=req.namespace)
                 return hit.response
             try:
                 with lease.renewing():
@@ -1079,7 +1122,7 @@ class LayeredCache:
 
         value, ran = self._flight.do(flight_key, run)
         if not ran:
-            self._stats.incr("coalesced")
+            self._stats.incr("coalesced", namespace=req.namespace)
         return value
 
     async def aget_or_compute(
@@ -1094,7 +1137,7 @@ class LayeredCache:
         policy: CachePolicy = "use",
         ttl: float | None = None,
         tags: Iterable[str] = (),
-        tokens: int | Callable[[Any], int | None] | None = None,
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
@@ -1111,11 +1154,11 @@ class LayeredCache:
                 if not admitted:
                     return self._overloaded(req.namespace)
                 started = time.perf_counter()
-                value = await compute()
-                self._stats.latency("model", time.perf_counter() - started)
+                with tracing.span("model_call", namespace=req.namespace):
+                    value = await compute()
+            n = self._model_called(req.namespace, started, value, tokens)
             refused = self._remember_negative(flight_key, value)
             if policy != "no_store" and is_cacheable(value) and not refused:
-                n = tokens(value) if callable(tokens) else tokens
                 try:
                     await self.astore(prompt, value, llm_string, namespace, context=context,
                                       template_version=template_version, ttl=ttl,
@@ -1140,7 +1183,7 @@ class LayeredCache:
             hit, held = await run_async(self._contend_flow(req, lease))
             if hit is not None:
                 await asyncio.to_thread(lease.release)
-                self._stats.incr("coalesced")
+                self._stats.incr("coalesced", namespace=req.namespace)
                 return hit.response
             try:
                 with lease.renewing():
@@ -1150,7 +1193,7 @@ class LayeredCache:
 
         value, ran = await self._flight.ado(flight_key, run)
         if not ran:
-            self._stats.incr("coalesced")
+            self._stats.incr("coalesced", namespace=req.namespace)
         return value
 
     # ------------------------------------------------------------------ degradation
@@ -1231,6 +1274,17 @@ class LayeredCache:
             with self._refresh_lock:
                 self._refreshing.discard(flight_key)
 
+    def _model_called(self, namespace: str, started: float, value: Any, tokens: Any) -> Any:
+        """Record a model call (latency, reported usage); returns the usage to store."""
+        n = tokens(value) if callable(tokens) and is_cacheable(value) else tokens
+        n = None if callable(n) else n
+        try:
+            usage = usage_from(n)
+        except ConfigurationError:
+            usage = None
+        self._stats.model_call(namespace, time.perf_counter() - started, usage)
+        return n
+
     def _lease(self, flight_key: str) -> Lease:
         return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,
                      on_error=self._failed)
@@ -1255,7 +1309,7 @@ class LayeredCache:
             if hit is not None:
                 return hit, False
             if time.monotonic() >= deadline:
-                self._stats.incr("lock_timeouts")
+                self._stats.incr("lock_timeouts", namespace=req.namespace)
                 return None, False
             held = yield Op(lease, "acquire")
         if not held:
@@ -1266,6 +1320,24 @@ class LayeredCache:
     def _store_failed(self, exc: AgentCacheError) -> None:
         self._stats.incr("errors")
         log.warning("agent-cache could not store a computed answer (returned anyway): %s", exc)
+
+    def contains(
+        self,
+        prompt: str,
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+    ) -> bool:
+        """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
+        resumable bulk load skips.
+
+        Example:
+            >>> cache.contains("What is RAG?")  # doctest: +SKIP
+        """
+        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        return self._peek(req) is not None
 
     def _peek(self, req: rq.Request) -> CacheHit | None:
         """The exact/template record another process may just have written (no stats)."""
@@ -1370,16 +1442,25 @@ class LayeredCache:
 
     # ------------------------------------------------------------------ measurement
     def stats(self) -> CacheStats:
-        """Hits per layer, misses, pass-through, latency and tokens saved."""
+        """Hits per layer, misses, refusals, latency, tokens and money saved: in total,
+        per namespace, and the control group beside the cached traffic."""
         return self._stats.snapshot()
+
+    @property
+    def recorder(self) -> StatsRecorder:
+        """Where the cache records its events (add a sink with ``recorder.add_sink``)."""
+        return self._stats
+
+    def entry_counts(self) -> dict[str, int]:
+        """Entries stored: ``{"exact": records, "semantic": vectors}`` (every namespace)."""
+        return {"exact": self.kv_store.count(), "semantic": self.vector_store.count()}
 
     def reset_stats(self) -> None:
         self._stats.reset()
 
     def record_model_usage(self, prompt_tokens: int, cached_tokens: int | None) -> None:
         """Record a model call's prompt tokens and the server's cached tokens (KV layer)."""
-        self._stats.incr("kv_prompt_tokens", max(0, int(prompt_tokens)))
-        self._stats.incr("kv_cached_tokens", max(0, int(cached_tokens or 0)))
+        self._stats.kv_tokens(max(0, int(prompt_tokens)), max(0, int(cached_tokens or 0)))
 
     def feedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
         """Report whether a served hit was right.
@@ -1399,14 +1480,14 @@ class LayeredCache:
         await run_async(self._feedback_flow(hit, correct, namespace or hit.namespace))
 
     def _feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
-        self._stats.incr("feedback:correct" if correct else "feedback:wrong")
+        self._stats.incr("feedback:correct" if correct else "feedback:wrong", namespace=namespace)
         try:
             if hit.layer == "semantic" and hit.similarity is not None:
                 yield Op(self._bound, "record", (namespace, hit.similarity), {"wrong": not correct})
             if not correct:
                 yield Op(self.vector_store, "delete", ([hit.key],))
                 yield Op(self.kv_store, "delete", ([hit.key],))
-                self._stats.incr("evicted")
+                self._stats.incr("evicted", namespace=namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "feedback")
 
@@ -1470,6 +1551,18 @@ class LayeredCache:
         self.close()
 
 
+def _sinks(metrics: StatsSink | Iterable[StatsSink] | bool | None) -> list[StatsSink]:
+    if metrics is None or metrics is False:
+        return []
+    if metrics is True:
+        from agent_cache.metrics import PrometheusMetrics
+
+        return [PrometheusMetrics()]
+    if isinstance(metrics, StatsSink) or not isinstance(metrics, Iterable):
+        return [metrics]
+    return list(metrics)
+
+
 def _single(op: Op) -> Flow[Any]:
     return (yield op)
 
@@ -1483,6 +1576,8 @@ class _Outcome:
     query_key: str
     query: str = ""
     explore: Pending | None = None
+    refused: str | None = None  # "refused_<reason>" of the first refused candidate
+    error: bool = False  # a store failed: served as a miss
 
 
 def analyze_pair(query: str, candidate: str, case_sensitive: bool) -> Analysis:

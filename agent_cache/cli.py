@@ -1,4 +1,5 @@
-"""``agent-cache`` command line: demo, bench, calibrate, warmup, train-verifier, vllm-command."""
+"""``agent-cache`` command line: demo, bench, replay, stats, calibrate, warmup, train-verifier,
+vllm-command."""
 
 from __future__ import annotations
 
@@ -141,20 +142,145 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warmup_rows(path: str) -> list[tuple[str, Any, str | None, str | None, Any]]:
+    """(prompt, response, llm_string, namespace, context) from pairs or a replay log."""
+    from agent_cache.replay import parse_record
+
+    rows: list[tuple[str, Any, str | None, str | None, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise AgentCacheError("not a JSON object")
+                if "question" in row and "answer" in row:
+                    rows.append((str(row["question"]), row["answer"], None, row.get("namespace"),
+                                 None))  # fmt: skip
+                elif "prompt" in row and "response" in row and not row.get("model"):
+                    rows.append((row["prompt"], row["response"], None, row.get("namespace"),
+                                 row.get("context")))  # fmt: skip
+                else:
+                    rec = parse_record(row)
+                    rows.append((rec.prompt, rec.response, rec.llm_string,
+                                 row.get("namespace"), rec.context))  # fmt: skip
+            except (ValueError, AgentCacheError) as exc:
+                raise AgentCacheError(
+                    f"{path}:{n}: need 'prompt' and 'response', 'question' and 'answer', "
+                    f"or a replay-log record ({exc})"
+                ) from exc
+    return rows
+
+
 def _cmd_warmup(args: argparse.Namespace) -> int:
     from agent_cache.cache import LayeredCache
 
-    items = []
-    with open(args.file, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                row = json.loads(line)
-                if "prompt" not in row or "response" not in row:
-                    raise AgentCacheError(f"{args.file}:{n}: need 'prompt' and 'response'")
-                items.append((row["prompt"], row["response"]))
-    with LayeredCache(path=args.path) as cache:
-        keys = cache.store_many(items, llm_string=args.llm_string, namespace=args.namespace)
-    print(f"stored {len(keys)} entries in {args.path} (namespace {args.namespace!r})")
+    rows = _warmup_rows(args.file)
+    bar = _progress(len(rows), "warmup", not args.no_progress)
+    stored = skipped = 0
+    with LayeredCache(path=args.path, embedder=_embedder(args.embedder)) as cache:
+        for start in range(0, len(rows), args.batch_size):
+            chunk = rows[start : start + args.batch_size]
+            groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+            for prompt, response, llm, ns, context in chunk:
+                llm, ns = llm if llm is not None else args.llm_string, ns or args.namespace
+                if cache.contains(prompt, llm, ns, context=context):  # resumable
+                    skipped += 1
+                elif context is not None:
+                    cache.store(prompt, response, llm, ns, context=context)
+                    stored += 1
+                else:
+                    groups.setdefault((llm, ns), []).append((prompt, response))
+            for (llm, ns), items in groups.items():  # one embedding batch per group
+                stored += len(cache.store_many(items, llm_string=llm, namespace=ns,
+                                               batch_size=args.batch_size))  # fmt: skip
+            if bar is not None:
+                bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
+    print(f"stored {stored} entries in {args.path} (namespace {args.namespace!r}); "
+          f"{skipped} already there, skipped")  # fmt: skip
+    return 0
+
+
+def _progress(total: int | None, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # the bar is optional (agent-cache[cli])
+        return None
+    return tqdm(total=total, desc=desc, unit="req", leave=False)
+
+
+def _embedder(spec: str) -> Any:
+    """A model name, or ``hash`` / ``hash:DIM`` (the test embedder: fast, no model)."""
+    if spec == "hash" or spec.startswith("hash:"):
+        from agent_cache.testing import HashEmbedder
+
+        return HashEmbedder(int(spec.split(":", 1)[1]) if ":" in spec else 256)
+    return spec
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from agent_cache.cache import LayeredCache
+    from agent_cache.replay import read_log, replay
+
+    prices = json.loads(Path(args.prices).read_text(encoding="utf-8")) if args.prices else None
+    records = list(read_log(args.file))
+    if args.limit:
+        records = records[: args.limit]
+    cache = LayeredCache(
+        path=args.path, embedder=_embedder(args.embedder), reranker=args.reranker,
+        threshold=args.threshold, config=args.config, prices=prices,
+    )  # fmt: skip
+    with cache:
+        report = replay(records, cache, mode=args.mode, progress=not args.no_progress,
+                        total=len(records))  # fmt: skip
+    assert report.stats is not None
+    if args.save:
+        report.stats.save(args.save)
+    if args.plot:
+        from agent_cache.plots import plot_stats
+
+        plot_stats(report.stats, args.plot)
+    print(json.dumps(report.as_dict()) if args.json else str(report))
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    from agent_cache.stats import CacheStats
+
+    if args.file is None and args.path is None:
+        raise AgentCacheError("give a stats snapshot FILE (CacheStats.save, replay --save) "
+                              "or --path of a cache")  # fmt: skip
+    out: dict[str, Any] = {}
+    stats = CacheStats.load(args.file) if args.file else None
+    if args.path is not None:
+        from agent_cache.cache import LayeredCache
+
+        with LayeredCache(path=args.path, embedder=_embedder("hash")) as cache:
+            out["entries"] = cache.entry_counts()
+    if args.plot:
+        if stats is None:
+            raise AgentCacheError("--plot needs a stats snapshot FILE")
+        from agent_cache.plots import plot_stats
+
+        plot_stats(stats, args.plot)
+    if args.json:
+        print(json.dumps({**(stats.as_dict() if stats else {}), **out}))
+        return 0
+    if stats is not None:
+        try:
+            from rich.console import Console
+
+            Console().print(stats)
+        except ImportError:
+            print(stats)
+    if "entries" in out:
+        e = out["entries"]
+        print(f"entries in {args.path}: exact {e['exact']}, semantic {e['semantic']}")
     return 0
 
 
@@ -250,12 +376,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tv.set_defaults(func=_cmd_train_verifier)
 
-    warm = sub.add_parser("warmup", help="bulk-load {prompt, response} JSON lines")
+    warm = sub.add_parser(
+        "warmup", help="bulk-load {prompt, response} / {question, answer} lines or a replay log"
+    )
     warm.add_argument("file")
     warm.add_argument("--path", default=".agent_cache")
     warm.add_argument("--namespace", default="default")
     warm.add_argument("--llm-string", default="")
+    warm.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
+    warm.add_argument("--batch-size", type=int, default=256)
+    warm.add_argument("--no-progress", action="store_true")
     warm.set_defaults(func=_cmd_warmup)
+
+    rep = sub.add_parser("replay", help="replay a request log: what each layer would save")
+    rep.add_argument("file", help="JSONL: OpenAI-style {request, response} or simple records")
+    rep.add_argument("--path", default=None, help="an existing cache (default: a fresh one)")
+    rep.add_argument("--mode", choices=["shadow", "live"], default="shadow")
+    rep.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
+    rep.add_argument("--reranker", default=None)
+    rep.add_argument("--threshold", type=float, default=None)
+    rep.add_argument("--config", default=None, help="JSON written by `agent-cache calibrate`")
+    rep.add_argument("--prices", default=None,
+                     help='JSON {"model": [input, output]} per million tokens')  # fmt: skip
+    rep.add_argument("--limit", type=int, default=0)
+    rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.add_argument("--plot", default=None, metavar="PNG")
+    rep.add_argument("--save", default=None, metavar="JSON", help="the stats snapshot")
+    rep.add_argument("--no-progress", action="store_true")
+    rep.set_defaults(func=_cmd_replay)
+
+    st = sub.add_parser("stats", help="show a stats snapshot (and a cache's entry counts)")
+    st.add_argument("file", nargs="?", default=None,
+                    help="written by CacheStats.save() or replay --save")  # fmt: skip
+    st.add_argument("--path", default=None, help="count the entries of this cache")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--plot", default=None, metavar="PNG")
+    st.set_defaults(func=_cmd_stats)
     return parser
 
 

@@ -64,14 +64,16 @@ def _worth_storing(generations: Sequence[Generation]) -> bool:
     return False
 
 
-def _tokens(generations: Sequence[Generation]) -> int | None:
-    total = 0
+def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
+    """The usage the model reported (``usage_metadata``), input and output apart."""
+    spent = {"input": 0, "output": 0}
     for gen in generations:
         if isinstance(gen, ChatGeneration) and isinstance(gen.message, AIMessage):
             usage = gen.message.usage_metadata
             if usage:
-                total += int(usage.get("total_tokens", 0))
-    return total or None
+                spent["input"] += int(usage.get("input_tokens", 0))
+                spent["output"] += int(usage.get("output_tokens", 0))
+    return spent if spent["input"] or spent["output"] else None
 
 
 class AgentCache(BaseCache):

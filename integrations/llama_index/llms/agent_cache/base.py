@@ -194,7 +194,7 @@ class CachedLLM(FunctionCallingLLM):
             "response": payload,
             "ttl": self.ttl,
             "tags": self.tags,
-            "tokens": total if total is not None else _codec.estimate_tokens(payload),
+            "tokens": _reported(total, prompt_tokens),
         }
 
     def _served(self, call: _Call, hit: CacheHit) -> dict[str, Any]:
@@ -563,3 +563,11 @@ def _final_completion(last: CompletionResponse, deltas: Sequence[str]) -> Comple
     if len(joined) <= len(last.text):
         return last
     return CompletionResponse(text=joined)
+
+
+def _reported(total: int | None, prompt: int | None) -> dict[str, int] | int | None:
+    """The usage the model reported, split into prompt / completion when it can be
+    (nothing reported: ``None``, and the core counts its own estimate apart)."""
+    if total is not None and prompt is not None and total >= prompt:
+        return {"prompt_tokens": prompt, "completion_tokens": total - prompt}
+    return total

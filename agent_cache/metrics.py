@@ -1,0 +1,228 @@
+"""Prometheus metrics for the cache (``pip install 'agent-cache[metrics]'``).
+
+Names (the Grafana dashboard in ``docs/grafana-dashboard.json`` uses exactly these):
+
+=========================================================  =========================================
+``agent_cache_requests_total{namespace,layer,outcome}``    one per lookup; ``outcome``: ``hit``
+                                                           (``layer`` exact/template/semantic),
+                                                           ``miss``, ``refused_<reason>`` (a miss
+                                                           whose candidate the difference analysis
+                                                           or the verifier refused), ``shadow``,
+                                                           ``audit``, ``bypass``, ``control``,
+                                                           ``error``
+``agent_cache_lookup_seconds{layer}``                      histogram of lookup latency
+``agent_cache_model_call_seconds``                         histogram of model calls on misses
+``agent_cache_tokens_saved_total{namespace,kind}``         ``kind``: input / output (reported
+                                                           split), total (reported as one int),
+                                                           estimated (nothing reported)
+``agent_cache_cost_saved_total{namespace}``                money, from the cache's ``prices``
+``agent_cache_kv_cached_tokens_total``                     prompt tokens vLLM served from its KV
+                                                           cache (the router's reported usage)
+``agent_cache_kv_prompt_tokens_total``                     prompt tokens vLLM saw
+``agent_cache_entries{layer}``                             entries stored (exact: records,
+                                                           semantic: vectors)
+``agent_cache_events_total{namespace,event}``              everything else: stores, coalesced,
+                                                           shadow judgments, feedback, evictions
+=========================================================  =========================================
+
+Use them in ``prometheus_client``'s default registry (``LayeredCache(metrics=True)``),
+or pass a registry of your own (``PrometheusMetrics(registry=...)``) when the app already
+exposes ``/metrics``; :func:`start_metrics_server` serves one for apps that have none.
+
+**Several worker processes** (gunicorn, uvicorn workers, Celery): set the environment
+variable ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory *before* the workers start
+(``prometheus_client``'s multiprocess mode); every process then writes its samples there
+and :func:`multiprocess_registry` (what :func:`start_metrics_server` uses in that mode)
+adds them up. Gauges (``agent_cache_entries``) report the most recent live value.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from agent_cache.errors import ConfigurationError, MissingDependencyError
+from agent_cache.stats import StatsSink
+
+__all__ = [
+    "LOOKUP_BUCKETS",
+    "MODEL_BUCKETS",
+    "PrometheusMetrics",
+    "multiprocess_registry",
+    "start_metrics_server",
+]
+
+LOOKUP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                  0.25, 0.5, 1.0, 2.5)  # fmt: skip
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
+_ENTRIES_EVERY_S = 10.0
+_families: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_families_lock = threading.Lock()
+
+
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "prometheus-client", "metrics", feature="Prometheus metrics"
+        ) from exc
+    return prometheus_client
+
+
+def _make(registry: Any) -> dict[str, Any]:
+    """The metric families of ``registry``, created once (a name registers only once)."""
+    pc = _prometheus()
+    with _families_lock:
+        fam = _families.get(registry)
+        if fam is None:
+            kw = {"registry": registry}
+            fam = {
+                "requests": pc.Counter("agent_cache_requests", "Lookups by layer and outcome",
+                                       ["namespace", "layer", "outcome"], **kw),
+                "lookup": pc.Histogram("agent_cache_lookup_seconds", "Lookup latency",
+                                       ["layer"], buckets=LOOKUP_BUCKETS, **kw),
+                "model": pc.Histogram("agent_cache_model_call_seconds",
+                                      "Model calls made on misses", buckets=MODEL_BUCKETS, **kw),
+                "tokens": pc.Counter("agent_cache_tokens_saved", "Tokens hits saved",
+                                     ["namespace", "kind"], **kw),
+                "cost": pc.Counter("agent_cache_cost_saved", "Money hits saved (price table)",
+                                   ["namespace"], **kw),
+                "kv_cached": pc.Counter("agent_cache_kv_cached_tokens",
+                                        "Prompt tokens the model server served from KV cache",
+                                        **kw),
+                "kv_prompt": pc.Counter("agent_cache_kv_prompt_tokens",
+                                        "Prompt tokens the model server saw", **kw),
+                "entries": pc.Gauge("agent_cache_entries", "Entries stored", ["layer"],
+                                    multiprocess_mode="livemostrecent", **kw),
+                "events": pc.Counter("agent_cache_events", "Other cache events",
+                                     ["namespace", "event"], **kw),
+            }  # fmt: skip
+            _families[registry] = fam
+    return fam
+
+
+class PrometheusMetrics(StatsSink):
+    """A :class:`~agent_cache.stats.StatsSink` writing the cache's Prometheus metrics.
+
+    Args:
+        registry: a ``prometheus_client.CollectorRegistry``; ``None``: the default
+            ``REGISTRY`` (what ``start_http_server`` and most frameworks expose).
+
+    It is also a usage sink for the vLLM router: ``VllmRouter(..., cache=metrics)``
+    feeds ``agent_cache_kv_*_tokens_total`` without a cache (with one, the cache forwards
+    the router's usage here itself).
+
+    Example:
+        >>> from agent_cache import LayeredCache
+        >>> from agent_cache.metrics import PrometheusMetrics, start_metrics_server
+        >>> cache = LayeredCache(metrics=PrometheusMetrics())  # doctest: +SKIP
+        >>> start_metrics_server(9464)                          # doctest: +SKIP
+    """
+
+    def __init__(self, registry: Any = None) -> None:
+        pc = _prometheus()
+        self.registry = registry if registry is not None else pc.REGISTRY
+        self._m = _make(self.registry)
+        self._caches: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._entries_at = 0.0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ StatsSink
+    def request(self, namespace: str, layer: str, outcome: str, seconds: float) -> None:
+        self._m["requests"].labels(namespace, layer, outcome).inc()
+        if outcome not in ("bypass", "control"):
+            self._m["lookup"].labels(layer).observe(seconds)
+
+    def saved(self, namespace: str, kind: str, tokens: int, cost: float) -> None:
+        self._m["tokens"].labels(namespace, kind).inc(tokens)
+        if cost:
+            self._m["cost"].labels(namespace).inc(cost)
+
+    def model_call(self, namespace: str, seconds: float) -> None:
+        self._m["model"].observe(seconds)
+
+    def counter(self, namespace: str, name: str, n: int) -> None:
+        if name.startswith("refused:"):
+            name = "refused_candidate:" + name[len("refused:") :]
+        self._m["events"].labels(namespace, name).inc(n)
+        if name in ("stores", "evicted"):
+            self._maybe_refresh_entries()
+
+    def kv_tokens(self, prompt_tokens: int, cached_tokens: int) -> None:
+        self._m["kv_prompt"].inc(prompt_tokens)
+        self._m["kv_cached"].inc(cached_tokens)
+
+    def record_model_usage(self, prompt_tokens: int, cached_tokens: int | None) -> None:
+        """The vLLM router's usage sink protocol."""
+        self.kv_tokens(max(0, int(prompt_tokens)), max(0, int(cached_tokens or 0)))
+
+    def entries(self, counts: Mapping[str, int]) -> None:
+        for layer, n in counts.items():
+            self._m["entries"].labels(layer).set(n)
+
+    # ------------------------------------------------------------------ entries gauge
+    def watch(self, cache: Any) -> None:
+        """Report ``cache``'s entry counts in ``agent_cache_entries`` (refreshed at most
+        every 10 s after writes, and by :meth:`refresh_entries`); no I/O now."""
+        self._caches.add(cache)
+
+    def refresh_entries(self) -> None:
+        """Count the watched caches' entries now (one ``count()`` per store)."""
+        totals: dict[str, int] = {}
+        for cache in list(self._caches):
+            try:
+                for layer, n in cache.entry_counts().items():
+                    totals[layer] = totals.get(layer, 0) + n
+            except Exception:  # a store down: keep the last value
+                return
+        self.entries(totals)
+
+    def _maybe_refresh_entries(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._entries_at < _ENTRIES_EVERY_S and self._entries_at:
+                return
+            self._entries_at = now
+        self.refresh_entries()
+
+
+def multiprocess_registry() -> Any:
+    """A registry adding up every process's samples in ``PROMETHEUS_MULTIPROC_DIR``.
+
+    Example:
+        >>> from prometheus_client import generate_latest
+        >>> generate_latest(multiprocess_registry())  # doctest: +SKIP
+    """
+    pc = _prometheus()
+    from prometheus_client import multiprocess
+
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        raise ConfigurationError(
+            "multiprocess mode needs PROMETHEUS_MULTIPROC_DIR set to a directory"
+        )
+    registry = pc.CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return registry
+
+
+def start_metrics_server(port: int = 9464, addr: str = "0.0.0.0", registry: Any = None) -> Any:
+    """Serve ``/metrics`` on ``port`` in a daemon thread, for apps with no endpoint.
+
+    ``registry``: what to serve; ``None``: the default registry, or in multiprocess mode
+    (``PROMETHEUS_MULTIPROC_DIR`` set) the sum over every process. Returns what
+    ``prometheus_client.start_http_server`` returns (the server and its thread).
+
+    Example:
+        >>> start_metrics_server(9464)  # doctest: +SKIP
+    """
+    pc = _prometheus()
+    if registry is None:
+        registry = (
+            multiprocess_registry() if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else pc.REGISTRY
+        )
+    return pc.start_http_server(port, addr=addr, registry=registry)
