@@ -34,6 +34,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             peer=not args.no_peer,
         )
         return 0
+    if args.suite == "latency":
+        from agent_cache.bench.latency import run_latency_bench
+
+        run_latency_bench(
+            out=Path(args.out),
+            data=Path(args.data) if args.data else None,
+            trap=Path(args.trap) if args.trap else None,
+            sizes=tuple(args.sizes),
+            callers=tuple(args.callers),
+            pairs=args.latency_pairs,
+            peer=not args.no_peer,
+        )
+        return 0
     if args.suite != "core":
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
@@ -137,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
-    bench.add_argument("suite", choices=["core", "prefix"], help="which benchmark")
+    bench.add_argument("suite", choices=["core", "prefix", "latency"], help="which benchmark")
     bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
         "--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)"
@@ -155,7 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
     )
-    bench.add_argument("--no-peer", action="store_true", help="prefix: skip ContextPilot")
+    bench.add_argument(
+        "--no-peer", action="store_true", help="prefix: skip ContextPilot; latency: GPTCache"
+    )
+    bench.add_argument(
+        "--callers", type=int, nargs="+", default=[1, 8], help="latency: concurrent callers"
+    )
+    bench.add_argument(
+        "--trap", default=None, help="latency: trap suite (default tests/data/trap_pairs.jsonl)"
+    )
+    bench.add_argument(
+        "--latency-pairs", type=int, default=2000, help="latency: QQP pairs per backend check"
+    )
     bench.set_defaults(func=_cmd_bench)
 
     vcmd = sub.add_parser("vllm-command", help="print the recommended `vllm serve` command")
