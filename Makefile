@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: demo test test-unit services install bench lint
+.PHONY: demo test test-unit services install bench bench-latency lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ test-unit: install
 
 bench: install
 	$(BIN)/agent-cache bench core
+
+bench-latency: install
+	$(PIP) install --quiet -c constraints.txt -e '.[bench]'
+	$(BIN)/agent-cache bench latency
 
 lint: install
 	$(BIN)/ruff check agent_cache tests

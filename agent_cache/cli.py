@@ -48,6 +48,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             peer=not args.no_peer,
         )
         return 0
+    if args.suite == "latency":
+        from agent_cache.bench.latency import run_latency_bench
+
+        run_latency_bench(
+            out=Path(args.out),
+            data=Path(args.data) if args.data else None,
+            trap=Path(args.trap) if args.trap else None,
+            sizes=tuple(args.sizes),
+            callers=tuple(args.callers),
+            pairs=args.latency_pairs,
+            peer=not args.no_peer,
+        )
+        return 0
     if args.suite != "core":
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
@@ -295,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
-    bench.add_argument("suite", choices=["core", "prefix", "semantic"], help="which benchmark")
+    bench.add_argument(
+        "suite", choices=["core", "prefix", "semantic", "latency"], help="which benchmark"
+    )
     bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
         "--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)"
@@ -322,7 +337,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
     )
     bench.add_argument(
-        "--no-peer", action="store_true", help="skip the peer (ContextPilot / GPTCache)"
+        "--no-peer",
+        action="store_true",
+        help="skip the peer (prefix: ContextPilot; semantic, latency: GPTCache)",
+    )
+    bench.add_argument(
+        "--callers", type=int, nargs="+", default=[1, 8], help="latency: concurrent callers"
+    )
+    bench.add_argument(
+        "--trap", default=None, help="latency: trap suite (default tests/data/trap_pairs.jsonl)"
+    )
+    bench.add_argument(
+        "--latency-pairs", type=int, default=2000, help="latency: QQP pairs per backend check"
     )
     bench.set_defaults(func=_cmd_bench)
 

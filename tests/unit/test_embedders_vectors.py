@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from agent_cache.batching import MicroBatcher
 from agent_cache.embedders import (
     DEFAULT_EMBEDDER,
     MemoEmbedder,
@@ -172,9 +173,10 @@ def test_memo_is_thread_safe() -> None:
 def test_embedder_from() -> None:
     built = embedder_from("some/model")
     assert isinstance(built, MemoEmbedder)
-    assert isinstance(built.inner, SentenceTransformerEmbedder)
+    assert isinstance(built.inner, MicroBatcher)  # concurrent lookups share a pass
+    assert isinstance(built.inner.inner, SentenceTransformerEmbedder)
     assert built.name == "some/model"
-    assert built.inner._model is None  # no I/O until the first embed
+    assert built.inner.inner._model is None  # no I/O until the first embed
     fake = HashEmbedder()
     wrapped = embedder_from(fake)
     assert isinstance(wrapped, MemoEmbedder) and wrapped.inner is fake

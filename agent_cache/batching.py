@@ -1,0 +1,237 @@
+"""Micro-batching: concurrent embed calls share one forward pass.
+
+A web app looks up many questions at once; without this, each lookup runs its own
+forward pass and the passes fight over the same cores. :class:`MicroBatcher` puts every
+request (from a thread or an asyncio task: both go through the same queue) in front of
+one worker thread, which embeds whatever is waiting in a single call of the inner
+embedder. Batches form by themselves under load: while one pass runs, the next callers
+queue up. When the traffic is concurrent (more than one request is waiting, or the first
+one arrived while the previous pass was running) the worker also waits up to
+``max_wait_ms`` for company before it starts; a lone caller never waits.
+
+Bounds: a batch holds at most ``max_batch`` texts (a single larger request runs on its
+own, never split), and a request waits at most ``max_wait_ms`` plus the pass in flight
+when it arrived before its own pass starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.protocols import Embedder
+
+__all__ = ["MicroBatcher"]
+
+log = logging.getLogger(__name__)
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    future: Future[Vectors] = field(default_factory=Future)
+    submitted: float = field(default_factory=time.monotonic)
+
+
+class MicroBatcher:
+    """Embed concurrent requests together: one forward pass per batch, in one thread.
+
+    Thread-safe and asyncio-friendly (:meth:`aembed` never blocks the event loop). The
+    worker thread starts on the first call (no thread in the constructor), is a daemon,
+    and is started again in a forked child. Put a :class:`~agent_cache.embedders.MemoEmbedder`
+    in front of it, so that repeated texts never reach the queue.
+
+    Args:
+        inner: the embedder that runs the batches (any :class:`~agent_cache.protocols.Embedder`).
+        max_batch: most texts in one pass; a bigger single request runs alone.
+        max_wait_ms: longest wait for more requests before a pass, used only while the
+            traffic is concurrent (another request is waiting, or this one arrived while
+            the previous pass ran); ``0`` never waits (batches still form from the queue).
+
+    Attributes:
+        batches: passes run so far; ``requests`` and ``texts``: what they held.
+
+    Example:
+        >>> from agent_cache.testing import HashEmbedder
+        >>> batcher = MicroBatcher(HashEmbedder(dim=8))
+        >>> batcher.embed(["a question"]).shape
+        (1, 8)
+        >>> batcher.close()
+    """
+
+    def __init__(self, inner: Embedder, *, max_batch: int = 32, max_wait_ms: float = 2.0) -> None:
+        if max_batch < 1:
+            raise ConfigurationError(f"max_batch must be >= 1, got {max_batch}")
+        if not 0 <= max_wait_ms <= 1000:
+            raise ConfigurationError(f"max_wait_ms must be in [0, 1000], got {max_wait_ms}")
+        self.inner = inner
+        self.name: str = inner.name
+        self.max_batch = max_batch
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.batches = 0
+        self.requests = 0
+        self.texts = 0
+        self._queue: deque[_Request] = deque()
+        self._cond = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self._last_end = 0.0  # when the previous pass finished (monotonic)
+        _LIVE.add(self)
+
+    @property
+    def dimension(self) -> int:
+        """The inner embedder's ``dimension``."""
+        dimension = getattr(self.inner, "dimension", None)
+        if dimension is None:
+            raise ConfigurationError(f"embedder {self.name!r} does not expose a dimension")
+        return int(dimension)
+
+    # ------------------------------------------------------------------ callers
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` (rows in order), sharing a forward pass with concurrent callers."""
+        items = list(texts)
+        if not items:
+            return np.asarray(self.inner.embed([]), dtype=np.float32)
+        if threading.current_thread() is self._worker:  # re-entrant call: no deadlock
+            return self._run(items)
+        return self._submit(items).result()
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """Async twin of :meth:`embed`: awaits the shared pass without blocking the loop."""
+        items = list(texts)
+        if not items:
+            return await asyncio.to_thread(self.embed, items)
+        return await asyncio.wrap_future(self._submit(items))
+
+    def close(self) -> None:
+        """Stop the worker after the queued requests; later calls start it again."""
+        with self._cond:
+            self._closed = True
+            worker = self._worker
+            self._cond.notify_all()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=5.0)
+
+    # ------------------------------------------------------------------ worker
+    def _submit(self, items: list[str]) -> Future[Vectors]:
+        request = _Request(items)
+        with self._cond:
+            self._ensure_worker()
+            self._queue.append(request)
+            self._cond.notify()
+        return request.future
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's worker and queued requests are not ours."""
+        self._queue = deque()
+        self._cond = threading.Condition()
+        self._worker = None
+
+    def _ensure_worker(self) -> None:  # called with the condition held
+        if self._worker is not None and self._worker.is_alive():
+            return
+        self._closed = False
+        self._worker = threading.Thread(
+            target=self._loop, name="agent-cache-embed-batcher", daemon=True
+        )
+        self._worker.start()
+
+    def _take_batch(self) -> list[_Request] | None:
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    self._worker = None
+                    return None
+                self._cond.wait()
+            concurrent = len(self._queue) > 1 or self._queue[0].submitted < self._last_end
+            if concurrent and self.max_wait_s > 0:
+                deadline = time.monotonic() + self.max_wait_s
+                while sum(len(r.texts) for r in self._queue) < self.max_batch:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._closed:
+                        break
+                    self._cond.wait(left)
+            batch = [self._queue.popleft()]
+            size = len(batch[0].texts)
+            while self._queue and size + len(self._queue[0].texts) <= self.max_batch:
+                request = self._queue.popleft()
+                size += len(request.texts)
+                batch.append(request)
+            return batch
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                return
+            try:
+                self._serve(batch)
+            finally:
+                self._last_end = time.monotonic()
+
+    def _serve(self, batch: list[_Request]) -> None:
+        unique = list(dict.fromkeys(t for r in batch for t in r.texts))
+        self.batches += 1
+        self.requests += len(batch)
+        self.texts += len(unique)
+        try:
+            vectors = self._run(unique)
+        except BaseException as exc:  # handed to the callers
+            if len(batch) == 1:
+                _fail(batch[0], exc)
+                return
+            log.debug("batch of %d requests failed (%s); retrying one by one", len(batch), exc)
+            for request in batch:  # the error lands only on the request that causes it
+                try:
+                    _resolve(request, self._run(request.texts))
+                except BaseException as one:
+                    _fail(request, one)
+            return
+        row = {text: i for i, text in enumerate(unique)}
+        for request in batch:
+            _resolve(request, vectors[[row[t] for t in request.texts]])
+
+    def _run(self, texts: list[str]) -> Vectors:
+        vectors = np.asarray(self.inner.embed(texts), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise BackendError(
+                f"embedder {self.name!r} returned shape {vectors.shape} for {len(texts)} texts",
+                layer="semantic",
+            )
+        return vectors
+
+
+_LIVE: weakref.WeakSet[MicroBatcher] = weakref.WeakSet()
+
+
+def _reset_after_fork() -> None:
+    for batcher in list(_LIVE):
+        batcher._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _resolve(request: _Request, vectors: Vectors) -> None:
+    if not request.future.done():
+        request.future.set_result(np.ascontiguousarray(vectors))
+
+
+def _fail(request: _Request, exc: BaseException) -> None:
+    if not request.future.done():
+        request.future.set_exception(exc)

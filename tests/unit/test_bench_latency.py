@@ -1,0 +1,51 @@
+"""`agent-cache bench latency` end to end on fakes: its section is written, the rest kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent_cache.bench.latency import SECTION_END, SECTION_START, run_latency_bench
+from agent_cache.testing import HashEmbedder
+
+
+def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
+    out = tmp_path / "benchmarks.md"
+    out.write_text("# Benchmarks\n\nkept\n", encoding="utf-8")
+    trap = tmp_path / "trap.jsonl"
+    rows = [
+        {
+            "query": "How do I cancel an order?",
+            "stored": "How do I create an order?",
+            "label": "refuse",
+            "kind": "action",
+        },
+        {
+            "query": "How do I reset my password?",
+            "stored": "how do I reset my password",
+            "label": "serve",
+            "kind": "paraphrase",
+        },
+    ]
+    trap.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    raws = {name: HashEmbedder(dim=32) for name in ("torch", "fp32", "int8")}
+    result = run_latency_bench(
+        out=out,
+        data=tmp_path / "absent.jsonl",
+        trap=trap,
+        sizes=(40,),
+        callers=(1, 2),
+        pairs=0,
+        peer=False,
+        raws=raws,
+        time_scale=0.01,
+        log=lambda _: None,
+    )
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Benchmarks\n\nkept\n")
+    assert SECTION_START in text and SECTION_END in text
+    assert result["trap"]["fp32"]["changed"] == 0  # identical fakes: identical decisions
+    assert result["agreement"]["int8"]["min"] > 0.9999
+    cells = {(r["contender"], r["callers"]) for r in result["latency"]["rows"]}
+    assert ("fp32|on", 2) in cells and ("torch|off", 1) in cells
+    assert result["latency"]["exact"]["embedded"] == 0  # exact hits never embed
