@@ -298,7 +298,8 @@ def fit_combiner(
     w = _fit_logistic(np.asarray(xs), np.asarray(ys))
     weights = {"bias": float(w[0])} | {f: float(v) for f, v in zip(_FEATURES, w[1:], strict=True)}
     draft = semantic.Combiner(weights, 0.5, min_similarity)
-    cuts = [round(0.05 * i, 2) for i in range(1, 20)] + [0.97, 0.98, 0.99]
+    cuts = [round(0.05 * i, 2) for i in range(1, 16)] + [round(0.8 + 0.01 * i, 2)
+                                                         for i in range(20)]
     points = curve(queries, cuts, "combiner", combiner=draft)
     chosen = pick(points, target_precision)
     engine = pick(curve(queries, mode="engine"), target_precision)
