@@ -83,19 +83,22 @@ def _gptcache_points(
         from gptcache import Cache, Config
         from gptcache.adapter.api import get, put
         from gptcache.manager import CacheBase, VectorBase, get_data_manager
+        from gptcache.processor.pre import get_prompt
         from gptcache.similarity_evaluation.distance import SearchDistanceEvaluation
     except ImportError as exc:
         return f"GPTCache not installed (pip install 'agent-cache[bench]'): {exc}"
     out = []
     positives = max(1, sum(q.label for q in queries))
     for t in thresholds:
-        with tempfile.TemporaryDirectory(prefix="gptcache-") as tmp:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="gptcache-", dir=CACHE_DIR) as tmp:
             cache = Cache()
             dm = get_data_manager(
                 CacheBase("sqlite", sql_url=f"sqlite:///{tmp}/gptcache.db"),
                 VectorBase("faiss", dimension=384, index_path=f"{tmp}/faiss.index"),
             )
             cache.init(
+                pre_embedding_func=get_prompt,
                 embedding_func=lambda text, **_: embedder.embed([text])[0],
                 data_manager=dm,
                 similarity_evaluation=SearchDistanceEvaluation(),
@@ -118,6 +121,7 @@ def _gptcache_points(
                 else:
                     unknown += 1
             elapsed = time.perf_counter() - started
+            dm.close()
         hits = correct + wrong + unknown
         out.append({"threshold": t, "hits": hits, "hit_rate": pos_correct / positives,
                     "precision": correct / hits if hits else 1.0,
@@ -411,6 +415,30 @@ def _render(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------------------- scored cache
+def _tag(verifier_dir: Path | None) -> str:
+    if verifier_dir is None:
+        return "none"
+    stamp = max((p.stat().st_mtime_ns for p in Path(verifier_dir).iterdir()), default=0)
+    return f"{Path(verifier_dir).name}-{stamp}"
+
+
+def _save_scored(path: Path, queries: Sequence[ScoredQuery]) -> None:
+    """Scoring 4,000 queries with a cross-encoder takes minutes on 2 cores: keep it (JSON)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"query": q.query, "label": q.label, "namespace": q.namespace,
+             "candidates": [vars(c) for c in q.candidates]} for q in queries]
+    path.write_text(json.dumps(rows), encoding="utf-8")
+
+
+def _load_scored(path: Path) -> list[ScoredQuery]:
+    from agent_cache.calibrate import ScoredCandidate
+
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    return [ScoredQuery(r["query"], r["label"], r["namespace"],
+                        [ScoredCandidate(**c) for c in r["candidates"]]) for r in rows]
+
+
 # ---------------------------------------------------------------------------- entry point
 def run_semantic_bench(
     *,
@@ -466,7 +494,12 @@ def run_semantic_bench(
     log(f"calibration half: scoring {len(calib)} pairs ...")
     cal_q = score_queries(calib, emb, judge_with=half_a)
     log(f"unseen half: scoring {len(test)} pairs{' with the verifier' if reranker else ''} ...")
-    test_q = score_queries(test, emb, verifier=reranker, judge_with=half_b)
+    scored = CACHE_DIR / f"semantic-scored-{seed}-{len(test)}-{_tag(verifier_dir)}.json"
+    if scored.is_file():
+        test_q = _load_scored(scored)
+    else:
+        test_q = score_queries(test, emb, verifier=reranker, judge_with=half_b)
+        _save_scored(scored, test_q)
     results["stored"] = len({p.a for p in test})
     results["positives"] = sum(p.label for p in test)
     fine = [round(0.50 + 0.01 * i, 2) for i in range(50)]
