@@ -8,7 +8,7 @@ itself: a hit is replayed as chunks, so callbacks, ``astream_events`` and LangGr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,8 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, model_validator
 
-from agent_cache import CachePolicy, ConfigurationError, LayeredCache, default_cache
+from agent_cache import ConfigurationError, LayeredCache, default_cache
+from agent_cache.policy import request_policy
 from langchain_agent_cache._chat import replay_chunks
 from langchain_agent_cache.caches import AgentCache
 
@@ -43,40 +44,6 @@ __all__ = ["CONFIG_KEY", "CachedChatModel", "request_policy"]
 _RUN_ID_PREFIX = "lc_run-"
 #: ``config={"configurable": {CONFIG_KEY: ...}}`` sets the cache policy of one request.
 CONFIG_KEY = "agent_cache"
-_POLICIES: tuple[CachePolicy, ...] = ("use", "bypass", "refresh", "no_store")
-
-
-def request_policy(value: Any) -> CachePolicy:
-    """The cache policy of one request, from ``configurable["agent_cache"]``.
-
-    Accepts a policy name (``"bypass"``: neither read nor write; ``"refresh"``: call the
-    model and overwrite; ``"no_store"``: read, never write; ``"use"``), a mapping with
-    ``"policy"``, or a mapping of flags (``{"bypass": True}``).
-
-    Raises:
-        ConfigurationError: anything else.
-
-    Example:
-        >>> request_policy({"refresh": True}), request_policy(None)
-        ('refresh', 'use')
-    """
-    if value is None:
-        return "use"
-    if isinstance(value, str) and value in _POLICIES:
-        return value
-    if isinstance(value, Mapping):
-        if "policy" in value:
-            return request_policy(value["policy"])
-        flags = [name for name in _POLICIES if value.get(name)]
-        unknown = set(value) - set(_POLICIES)
-        if len(flags) <= 1 and not unknown:
-            return flags[0] if flags else "use"
-    raise ConfigurationError(
-        f"configurable[{CONFIG_KEY!r}] must be one of {_POLICIES} or e.g. "
-        f"{{'policy': 'bypass'}}, not {value!r}"
-    )
-
-
 def _with_policy(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` carrying the request's policy to ``_generate``/``_stream`` (which pop
     it: it never reaches the wrapped model)."""
