@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: demo test test-unit services install bench bench-latency lint
+.PHONY: demo test test-unit services install bench bench-latency lint check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,5 +46,14 @@ bench-latency: install
 	$(BIN)/agent-cache bench latency
 
 lint: install
-	$(BIN)/ruff check agent_cache tests
+	$(BIN)/ruff check agent_cache integrations tests
 	$(BIN)/mypy
+
+# The gate CI runs before `make test`: lint, format, types (strict on agent_cache and
+# integrations, see [tool.mypy] in pyproject.toml) and the unit tests. No services, no
+# model downloads (HF_HUB_OFFLINE above; unit tests use agent_cache.testing fakes).
+check: install
+	$(BIN)/ruff check agent_cache integrations tests
+	$(BIN)/ruff format --check agent_cache integrations tests
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q tests/unit

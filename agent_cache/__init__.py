@@ -5,7 +5,7 @@ Core; never imports LangChain or LlamaIndex.
 
 from __future__ import annotations
 
-from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, LayeredCache
+from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, Fetched, LayeredCache
 from agent_cache.errors import (
     AgentCacheError,
     BackendError,
@@ -15,6 +15,7 @@ from agent_cache.errors import (
 )
 from agent_cache.policy import TtlPolicy, TtlTier
 from agent_cache.savings import PriceTable
+from agent_cache.shared import default_cache
 from agent_cache.stats import CacheStats
 from agent_cache.tools import StepCache, ToolCache
 
@@ -28,6 +29,7 @@ __all__ = [
     "CachePolicy",
     "CacheStats",
     "ConfigurationError",
+    "Fetched",
     "LayeredCache",
     "MissingDependencyError",
     "PriceTable",
@@ -37,4 +39,5 @@ __all__ = [
     "TtlPolicy",
     "TtlTier",
     "__version__",
+    "default_cache",
 ]

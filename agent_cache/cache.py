@@ -114,6 +114,25 @@ class CacheHit:
 
 
 @dataclass(frozen=True)
+class Fetched:
+    """What :meth:`LayeredCache.fetch` returns: the value and where it came from.
+
+    Attributes:
+        value: the served or computed value (what :meth:`LayeredCache.get_or_compute`
+            returns).
+        hit: the entry served (layer, score, usage it saved); ``None`` when the value
+            was computed, by this caller or by a concurrent one.
+        computed: this caller ran ``compute()`` (a miss it paid for). ``hit is None and
+            not computed``: the value was coalesced from a concurrent identical miss (or
+            a short-lived negative entry), which cost this caller nothing.
+    """
+
+    value: Any
+    hit: CacheHit | None = None
+    computed: bool = False
+
+
+@dataclass(frozen=True)
 class Explanation:
     """Why each candidate would be served or refused for a query (``print()`` it).
 
@@ -1071,6 +1090,37 @@ class LayeredCache:
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
+        return self.fetch(
+            prompt, compute, llm_string, namespace, context=context,
+            template_version=template_version, policy=policy, ttl=ttl, tags=tags,
+            tokens=tokens, verbatim=verbatim,
+        ).value
+
+    def fetch(
+        self,
+        prompt: str,
+        compute: Callable[[], Any],
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+        policy: CachePolicy = "use",
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
+        verbatim: bool = False,
+    ) -> Fetched:
+        """:meth:`get_or_compute`, returning where the value came from as well.
+
+        What the adapters stand on: a hit is marked (``hit.layer``, ``hit.score``) and
+        reports no tokens; a computed value is the one miss the model was paid for;
+        a coalesced one (``hit is None and not computed``) cost nothing either.
+
+        Example:
+            >>> got = cache.fetch("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
+            >>> got.value, got.hit.layer if got.hit else "miss"  # doctest: +SKIP
+        """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)  # before the model is paid
         hit = self.lookup(
@@ -1102,28 +1152,29 @@ class LayeredCache:
             if lease is not None:
                 threading.Thread(target=self._refresh, args=(flight_key, lease, compute_and_store),
                                  name="agent-cache-refresh", daemon=True).start()
-            return hit.response
+            return Fetched(hit.response, hit)
         found, negative = self._negative_hit(flight_key)
         if found:
-            return negative
+            return Fetched(negative)
 
-        def run() -> Any:
+        def run() -> Fetched:
             lease = self._lease(flight_key)
             hit, held = run_sync(self._contend_flow(req, lease))
             if hit is not None:
                 lease.release()
                 self._stats.incr("coalesced", namespace=req.namespace)
-                return hit.response
+                return Fetched(hit.response, hit)
             try:
                 with lease.renewing():
-                    return compute_and_store()
+                    return Fetched(compute_and_store(), computed=True)
             finally:
                 lease.release()
 
-        value, ran = self._flight.do(flight_key, run)
+        got, ran = self._flight.do(flight_key, run)
         if not ran:
             self._stats.incr("coalesced", namespace=req.namespace)
-        return value
+            return Fetched(got.value, got.hit)
+        return got
 
     async def aget_or_compute(
         self,
@@ -1141,6 +1192,29 @@ class LayeredCache:
         verbatim: bool = False,
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
+        got = await self.afetch(
+            prompt, compute, llm_string, namespace, context=context,
+            template_version=template_version, policy=policy, ttl=ttl, tags=tags,
+            tokens=tokens, verbatim=verbatim,
+        )
+        return got.value
+
+    async def afetch(
+        self,
+        prompt: str,
+        compute: Callable[[], Awaitable[Any]],
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+        policy: CachePolicy = "use",
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
+        verbatim: bool = False,
+    ) -> Fetched:
+        """Async twin of :meth:`fetch`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)
         hit = await self.alookup(
@@ -1173,28 +1247,29 @@ class LayeredCache:
                 task = asyncio.create_task(self._arefresh(flight_key, lease, compute_and_store))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            return hit.response
+            return Fetched(hit.response, hit)
         found, negative = self._negative_hit(flight_key)
         if found:
-            return negative
+            return Fetched(negative)
 
-        async def run() -> Any:
+        async def run() -> Fetched:
             lease = self._lease(flight_key)
             hit, held = await run_async(self._contend_flow(req, lease))
             if hit is not None:
                 await asyncio.to_thread(lease.release)
                 self._stats.incr("coalesced", namespace=req.namespace)
-                return hit.response
+                return Fetched(hit.response, hit)
             try:
                 with lease.renewing():
-                    return await compute_and_store()
+                    return Fetched(await compute_and_store(), computed=True)
             finally:
                 await asyncio.to_thread(lease.release)
 
-        value, ran = await self._flight.ado(flight_key, run)
+        got, ran = await self._flight.ado(flight_key, run)
         if not ran:
             self._stats.incr("coalesced", namespace=req.namespace)
-        return value
+            return Fetched(got.value, got.hit)
+        return got
 
     # ------------------------------------------------------------------ degradation
     def _overloaded(self, namespace: str) -> Any:

@@ -11,11 +11,18 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agent_cache.errors import ConfigurationError
 
-__all__ = ["DEFAULT_TIERS", "TtlPolicy", "TtlTier", "is_cacheable"]
+__all__ = [
+    "DEFAULT_TIERS",
+    "RequestPolicy",
+    "TtlPolicy",
+    "TtlTier",
+    "is_cacheable",
+    "request_policy",
+]
 
 DAY = 86_400.0
 
@@ -133,3 +140,41 @@ def is_cacheable(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return bool(value)
     return True
+
+
+#: The per-request policies (the same literals as ``agent_cache.CachePolicy``).
+RequestPolicy = Literal["use", "bypass", "no_store", "refresh"]
+_REQUEST_POLICIES: tuple[RequestPolicy, ...] = ("use", "bypass", "refresh", "no_store")
+
+
+def request_policy(value: Any) -> RequestPolicy:
+    """The cache policy of one request, as the adapters take it (LangChain:
+    ``configurable["agent_cache"]``; LlamaIndex: the ``agent_cache=`` call kwarg).
+
+    Accepts a policy name (``"bypass"``: neither read nor write; ``"refresh"``: call the
+    model and overwrite; ``"no_store"``: read, never write; ``"use"``), a mapping with
+    ``"policy"``, or a mapping of flags (``{"bypass": True}``).
+
+    Raises:
+        ConfigurationError: anything else.
+
+    Example:
+        >>> request_policy({"refresh": True}), request_policy(None)
+        ('refresh', 'use')
+    """
+    if value is None:
+        return "use"
+    for name in _REQUEST_POLICIES:
+        if value == name:
+            return name
+    if isinstance(value, Mapping):
+        if "policy" in value:
+            return request_policy(value["policy"])
+        flags = [flag for flag in _REQUEST_POLICIES if value.get(flag)]
+        unknown = set(value) - set(_REQUEST_POLICIES)
+        if len(flags) <= 1 and not unknown:
+            return flags[0] if flags else "use"
+    raise ConfigurationError(
+        f"a request's cache policy must be one of {_REQUEST_POLICIES} or e.g. "
+        f"{{'policy': 'bypass'}}, not {value!r}"
+    )

@@ -16,12 +16,13 @@ matter most *after* the documents (see :class:`~agent_cache.prompt.StablePrompt`
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from agent_cache.errors import ConfigurationError
-from agent_cache.prompt._docs import DocKey, dedupe, doc_key
+from agent_cache.prompt._docs import DocKey, _unwrap, dedupe, doc_key, doc_text
 from agent_cache.prompt._paths import PathTrie
 
 __all__ = ["PopularityOrderer", "order_documents"]
@@ -34,8 +35,10 @@ _RENORMALIZE_AT = 1e100
 def order_documents(docs: Iterable[T], key: DocKey | None = None) -> list[T]:
     """Put documents in a canonical order that does not depend on retrieval order.
 
-    Exact duplicates (same text) are dropped, then documents are sorted by their key, so
-    any two requests that retrieved the same set render it identically.
+    Documents are sorted first (by key, numeric keys as numbers: 2 before 10; ties by
+    text and metadata), then exact duplicates (same text and same metadata) are dropped,
+    so any two requests that retrieved the same documents, duplicates included, render
+    them identically whatever the retrieval order.
 
     Args:
         docs: Strings, mappings, LangChain ``Document``s or LlamaIndex nodes.
@@ -52,8 +55,32 @@ def order_documents(docs: Iterable[T], key: DocKey | None = None) -> list[T]:
         ['a', 'b']
     """
     keyfn = key or doc_key
-    unique = dedupe(docs)
-    return sorted(unique, key=keyfn)
+    ranked = sorted(docs, key=lambda d: (_natural(keyfn(d)), doc_text(d), _metadata(d)))
+    seen: set[tuple[str, str]] = set()
+    out: list[T] = []
+    for doc in ranked:
+        same = (doc_text(doc), _metadata(doc))
+        if same not in seen:
+            seen.add(same)
+            out.append(doc)
+    return out
+
+
+def _natural(key: str) -> tuple[int, int, str]:
+    """Numeric keys as numbers (``"2"`` before ``"10"``), before any other key."""
+    if key.isascii() and key.isdigit():
+        return (0, int(key), key)
+    return (1, 0, key)
+
+
+def _metadata(doc: Any) -> str:
+    """A document's metadata as canonical text ("" for none): two chunks of equal text
+    from different sources are different documents."""
+    inner = _unwrap(doc)
+    meta = inner.get("metadata") if isinstance(inner, dict) else getattr(inner, "metadata", None)
+    if not meta:
+        return ""
+    return json.dumps(meta, sort_keys=True, default=str)
 
 
 class PopularityOrderer:

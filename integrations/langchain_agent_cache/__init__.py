@@ -15,9 +15,9 @@ Example:
 
 from __future__ import annotations
 
-from langchain_agent_cache._resolve import default_cache
-from langchain_agent_cache.caches import AgentCache, CachedResult
-from langchain_agent_cache.chat_models import CachedChatModel
+from agent_cache import default_cache
+from langchain_agent_cache.caches import AgentCache, CachedResult, FetchedResult
+from langchain_agent_cache.chat_models import CachedChatModel, request_policy
 from langchain_agent_cache.documents import (
     StableContextOrderer,
     document_key,
@@ -33,6 +33,7 @@ __all__ = [
     "CachedResult",
     "CachedStep",
     "CachedTool",
+    "FetchedResult",
     "StableContextOrderer",
     "cache_step",
     "cache_tool",
@@ -41,5 +42,6 @@ __all__ = [
     "document_key",
     "format_documents",
     "is_side_effecting",
+    "request_policy",
     "stable_rag_prompt",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "ENDPOINT_FIELDS",
     "NO_QUESTION",
     "SplitPrompt",
+    "mark_coalesced",
     "mark_hit",
     "model_identity",
     "replay_chunks",
@@ -202,6 +203,17 @@ def mark_hit(generations: Sequence[Generation], hit: CacheHit) -> list[Generatio
         "matched_prompt": hit.matched_prompt,
         "key": hit.key,
     }
+    return _mark(generations, info)
+
+
+def mark_coalesced(generations: Sequence[Generation]) -> list[Generation]:
+    """Copies of ``generations`` answered by a concurrent identical call: marked
+    ``response_metadata["agent_cache"] = {"layer": None, "coalesced": True}``, zero usage
+    (that call, not this one, spent the tokens)."""
+    return _mark(generations, {"layer": None, "score": None, "coalesced": True})
+
+
+def _mark(generations: Sequence[Generation], info: dict[str, Any]) -> list[Generation]:
     out: list[Generation] = []
     for gen in generations:
         if not isinstance(gen, ChatGeneration):

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from agent_cache import ConfigurationError, LayeredCache
+from agent_cache import ConfigurationError, LayeredCache, default_cache
 
-__all__ = ["default_cache", "layered_from"]
-
-_lock = threading.Lock()
-_default: LayeredCache | None = None
-
-
-def default_cache() -> LayeredCache:
-    """The process-wide embedded default (``LayeredCache()``: ``.agent_cache`` on disk).
-
-    Created on first use and shared by every adapter that was given no ``cache=``, so
-    that one SQLite file and one vector collection serve them all.
-    """
-    global _default
-    with _lock:
-        if _default is None:
-            _default = LayeredCache()
-        return _default
+__all__ = ["layered_from"]
 
 
 def layered_from(cache: Any) -> LayeredCache:
-    """The core cache behind ``cache``: an ``AgentCache``, a ``LayeredCache`` or ``None``.
+    """The core cache behind ``cache``: an ``AgentCache``, a ``LayeredCache`` or ``None``
+    (the core's shared :func:`agent_cache.default_cache`, the same one LlamaIndex uses).
 
     Raises:
         ConfigurationError: ``cache`` is something else.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,9 +15,17 @@ from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, Generation
 
-from agent_cache import CacheHit, ConfigurationError, LayeredCache, SerializationError
+from agent_cache import (
+    CacheHit,
+    CachePolicy,
+    ConfigurationError,
+    Fetched,
+    LayeredCache,
+    SerializationError,
+)
 from langchain_agent_cache._chat import (
     ENDPOINT_FIELDS,
+    mark_coalesced,
     mark_hit,
     model_identity,
     split_prompt,
@@ -25,7 +33,7 @@ from langchain_agent_cache._chat import (
 )
 from langchain_agent_cache._codec import Uncacheable, decode_generations, encode_generations
 
-__all__ = ["AgentCache", "CachedResult", "Sampling"]
+__all__ = ["AgentCache", "CachedResult", "FetchedResult", "Sampling"]
 
 log = logging.getLogger("agent_cache.langchain")
 
@@ -40,6 +48,23 @@ class CachedResult:
 
     generations: list[Generation]
     hit: CacheHit
+
+
+@dataclass(frozen=True)
+class FetchedResult:
+    """What :meth:`AgentCache.fetch_result` returns.
+
+    Attributes:
+        generations: what to return to LangChain (hits and coalesced answers are marked
+            in ``response_metadata["agent_cache"]`` and report zero usage).
+        hit: the entry served, ``None`` when the model was called (here or by a
+            concurrent identical request).
+        computed: this call ran the model (the one miss that costs tokens).
+    """
+
+    generations: list[Generation]
+    hit: CacheHit | None
+    computed: bool
 
 
 @dataclass(frozen=True)
@@ -228,6 +253,98 @@ class AgentCache(BaseCache):
             plan.question, plan.llm_string, self.namespace, context=plan.context
         )
         return self._result(hit, plan)
+
+    # ------------------------------------------------------------------ one request path
+    def fetch_result(
+        self,
+        prompt: str,
+        llm_string: str,
+        compute: Callable[[], Sequence[Generation]],
+        *,
+        policy: CachePolicy = "use",
+    ) -> FetchedResult:
+        """The cached generations, or ``compute()``'s, through the core's
+        :meth:`~agent_cache.LayeredCache.fetch`: concurrent identical misses make one
+        model call, the usage is recorded once, ``policy`` is the core's.
+
+        Example:
+            >>> got = cache.fetch_result(prompt, llm_string, lambda: model_call())  # doctest: +SKIP
+            >>> got.hit is None and got.computed  # a miss, paid for once  # doctest: +SKIP
+        """
+        plan = self._plan(prompt, llm_string)
+        if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
+            found = self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") \
+                else None
+            if found is not None:
+                return FetchedResult(found.generations, found.hit, False)
+            generations = list(compute())
+            if policy != "no_store":
+                self.update(prompt, llm_string, generations)
+            return FetchedResult(generations, None, True)
+        paid: list[list[Generation]] = []
+
+        def run() -> dict[str, Any] | None:
+            paid.append(list(compute()))
+            return self._record(paid[0], plan, None)  # None: not stored
+
+        got = self.layered.fetch(
+            plan.question, run, plan.llm_string, self.namespace, context=plan.context,
+            policy=policy, ttl=self.ttl, tags=self.tags,
+            tokens=lambda _record: _tokens(paid[0]) if paid else None,
+        )  # fmt: skip
+        return self._fetched(got, plan, paid) or FetchedResult(list(compute()), None, True)
+
+    async def afetch_result(
+        self,
+        prompt: str,
+        llm_string: str,
+        compute: Callable[[], Awaitable[Sequence[Generation]]],
+        *,
+        policy: CachePolicy = "use",
+    ) -> FetchedResult:
+        """Async twin of :meth:`fetch_result`."""
+        plan = self._plan(prompt, llm_string)
+        if plan.mode != "cache":
+            found = await self.alookup_result(prompt, llm_string) \
+                if policy in ("use", "no_store") else None
+            if found is not None:
+                return FetchedResult(found.generations, found.hit, False)
+            generations = list(await compute())
+            if policy != "no_store":
+                await self.aupdate(prompt, llm_string, generations)
+            return FetchedResult(generations, None, True)
+        paid: list[list[Generation]] = []
+
+        async def run() -> dict[str, Any] | None:
+            paid.append(list(await compute()))
+            return self._record(paid[0], plan, None)
+
+        got = await self.layered.afetch(
+            plan.question, run, plan.llm_string, self.namespace, context=plan.context,
+            policy=policy, ttl=self.ttl, tags=self.tags,
+            tokens=lambda _record: _tokens(paid[0]) if paid else None,
+        )  # fmt: skip
+        return self._fetched(got, plan, paid) or FetchedResult(list(await compute()), None, True)
+
+    def _fetched(
+        self, got: Fetched, plan: _Plan, paid: list[list[Generation]]
+    ) -> FetchedResult | None:
+        """The generations for a core outcome; ``None``: the model must be called here
+        (an unreadable entry, or a concurrent call whose answer was not stored)."""
+        if got.computed and paid:
+            return FetchedResult(paid[0], None, True)
+        if got.hit is not None:
+            found = self._result(got.hit, plan)
+            return None if found is None else FetchedResult(found.generations, got.hit, False)
+        record = got.value
+        if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
+            return None
+        try:
+            generations = decode_generations(record["generations"])
+        except (SerializationError, KeyError, TypeError, ValueError):
+            return None
+        return FetchedResult(mark_coalesced(generations) if self.mark_hits else generations,
+                             None, False)
 
     # ------------------------------------------------------------------ BaseCache
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

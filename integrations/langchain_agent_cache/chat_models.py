@@ -34,17 +34,25 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, model_validator
 
-from agent_cache import ConfigurationError, LayeredCache
+from agent_cache import ConfigurationError, LayeredCache, default_cache
+from agent_cache.policy import request_policy
 from langchain_agent_cache._chat import replay_chunks
-from langchain_agent_cache._resolve import default_cache
 from langchain_agent_cache.caches import AgentCache
 
-__all__ = ["CachedChatModel"]
+__all__ = ["CONFIG_KEY", "CachedChatModel", "request_policy"]
 
 _RUN_ID_PREFIX = "lc_run-"
-# The wrapped model runs silently: the wrapper's own run reports the tokens (a nested
-# LLM run would report every token twice to a streaming handler).
-_SILENT: RunnableConfig = {"callbacks": []}
+#: ``config={"configurable": {CONFIG_KEY: ...}}`` sets the cache policy of one request.
+CONFIG_KEY = "agent_cache"
+def _with_policy(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` carrying the request's policy to ``_generate``/``_stream`` (which pop
+    it: it never reaches the wrapped model)."""
+    given = kwargs.pop(CONFIG_KEY, None)
+    if config and given is None:
+        given = (config.get("configurable") or {}).get(CONFIG_KEY)
+    if given is not None:
+        kwargs[CONFIG_KEY] = request_policy(given)
+    return kwargs
 
 
 @dataclass(frozen=True)
@@ -112,15 +120,22 @@ class CachedChatModel(BaseChatModel):
     ``set_llm_cache`` would key them (plus any forwarded ``temperature``/``max_tokens``),
     so both share entries.
 
-    The wrapped model is called without the caller's callbacks: the wrapper's run is the
-    one that reports tokens, hit or miss. LangChain's own ``cache`` field is turned off
+    The wrapped model is called without a run of its own (its ``_generate``/``_stream``):
+    the wrapper's run is the one callbacks, tracers and ``get_usage_metadata_callback``
+    see, so a miss is counted once and a hit as zero tokens. Concurrent identical
+    requests (``batch([q, q, q])``) make one model call (the core's single-flight).
+
+    Per request, ``config={"configurable": {"agent_cache": "bypass"}}`` (or
+    ``"refresh"``, ``"no_store"``; see :func:`request_policy`) sets the cache policy;
+    it is never passed to the wrapped model. LangChain's own ``cache`` field is turned off
     on the wrapper (``cache=`` is taken as the agent cache instead).
 
     Args:
         llm: the chat model to wrap, or ``"provider:model"`` for LangChain's
             ``init_chat_model`` (reads the provider's key from the environment).
-        cache: an :class:`AgentCache` or a ``LayeredCache``; default: the shared embedded
-            cache (``.agent_cache``).
+        cache: an :class:`AgentCache` or a ``LayeredCache``; ``None``/``True``: the shared
+            embedded cache (``agent_cache.default_cache()``, ``.agent_cache``); ``False``:
+            off (the wrapped model is called every time, nothing is opened or written).
         temperature, max_tokens, stop: passed to the wrapped model on every call when
             set (they are part of the key, like any call argument).
         streaming: route ``invoke`` through the streaming path (tokens reach callbacks).
@@ -133,7 +148,7 @@ class CachedChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     llm: BaseChatModel
-    agent_cache: AgentCache = Field(default=None, exclude=True)  # type: ignore[assignment]
+    agent_cache: AgentCache | None = Field(default=None, exclude=True)
     # LangChain's own cache path, always off on the wrapper (``cache=`` feeds agent_cache)
     cache: BaseCache | bool | None = Field(default=False, exclude=True)
     temperature: float | None = None
@@ -149,20 +164,69 @@ class CachedChatModel(BaseChatModel):
         data = dict(data)
         if isinstance(data.get("llm"), str):
             data["llm"] = _init_chat_model(data["llm"])
+        off = "cache" in data and data["cache"] is False
         given = data.pop("cache", None)
-        if given is not None and given is not False:
-            if isinstance(given, bool) or not isinstance(given, AgentCache | LayeredCache):
+        if given is not None and not isinstance(given, bool):
+            if not isinstance(given, AgentCache | LayeredCache):
                 raise ConfigurationError(
-                    "CachedChatModel(cache=...) takes an AgentCache or a LayeredCache, "
-                    f"not {given!r}"
+                    "CachedChatModel(cache=...) takes an AgentCache, a LayeredCache, True "
+                    f"(the shared default) or False (off), not {given!r}"
                 )
             data["agent_cache"] = given
         if isinstance(data.get("agent_cache"), LayeredCache):
             data["agent_cache"] = AgentCache(data["agent_cache"])
-        if data.get("agent_cache") is None:
+        if off:
+            data["agent_cache"] = None
+        elif data.get("agent_cache") is None:
             data["agent_cache"] = AgentCache(default_cache())
         data["cache"] = False  # LangChain's cache path stays off; we cache ourselves
         return data
+
+    # ------------------------------------------------------------------ per-request policy
+    def invoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """``invoke``; ``config={"configurable": {"agent_cache": "bypass"}}`` (or
+        ``"refresh"``, ``"no_store"``) sets this request's cache policy."""
+        return super().invoke(input, config, stop=stop, **_with_policy(config, kwargs))
+
+    async def ainvoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """Async twin of :meth:`invoke`."""
+        return await super().ainvoke(input, config, stop=stop, **_with_policy(config, kwargs))
+
+    def stream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[AIMessageChunk]:
+        """``stream``, with the per-request policy of :meth:`invoke`."""
+        return super().stream(input, config, stop=stop, **_with_policy(config, kwargs))
+
+    def astream(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[AIMessageChunk]:
+        """``astream``, with the per-request policy of :meth:`invoke`."""
+        return super().astream(input, config, stop=stop, **_with_policy(config, kwargs))
 
     # ------------------------------------------------------------------ identity
     @classmethod
@@ -219,6 +283,41 @@ class CachedChatModel(BaseChatModel):
         plain = [m.model_copy(update={"id": None}) if m.id is not None else m for m in messages]
         return _Call(dumps(plain), llm_string, stop, forwarded)
 
+    # ------------------------------------------------------------------ the wrapped model
+    def _model(
+        self, messages: list[BaseMessage], call: _Call
+    ) -> ChatResult:
+        """One call of the wrapped model, with no run of its own (counted once)."""
+        result = self.llm._generate(messages, stop=call.stop, **call.kwargs)
+        return ChatResult(generations=_fresh(result.generations), llm_output=result.llm_output)
+
+    async def _amodel(self, messages: list[BaseMessage], call: _Call) -> ChatResult:
+        result = await self.llm._agenerate(messages, stop=call.stop, **call.kwargs)
+        return ChatResult(generations=_fresh(result.generations), llm_output=result.llm_output)
+
+    def _model_stream(
+        self, messages: list[BaseMessage], call: _Call
+    ) -> Iterator[ChatGenerationChunk]:
+        if type(self.llm)._stream is BaseChatModel._stream:  # cannot stream: one whole answer
+            for gen in self._model(messages, call).generations[:1]:
+                yield from _as_chunks(gen.message)
+            return
+        for chunk in self.llm._stream(messages, stop=call.stop, **call.kwargs):
+            yield from _as_chunks(chunk.message)
+
+    async def _amodel_stream(
+        self, messages: list[BaseMessage], call: _Call
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        kind = type(self.llm)
+        if kind._astream is BaseChatModel._astream and kind._stream is BaseChatModel._stream:
+            for gen in (await self._amodel(messages, call)).generations[:1]:
+                for part in _as_chunks(gen.message):
+                    yield part
+            return
+        async for chunk in self.llm._astream(messages, stop=call.stop, **call.kwargs):
+            for part in _as_chunks(chunk.message):
+                yield part
+
     # ------------------------------------------------------------------ generate
     def _generate(
         self,
@@ -227,14 +326,19 @@ class CachedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        found = self.agent_cache.lookup_result(call.prompt, call.llm_string)
-        if found is not None:
-            return ChatResult(generations=found.generations)  # type: ignore[arg-type]
-        result = self.llm.generate([messages], stop=call.stop, **call.kwargs)
-        generations = _fresh(result.generations[0])  # type: ignore[arg-type]
-        self.agent_cache.update(call.prompt, call.llm_string, generations)
-        return ChatResult(generations=generations, llm_output=result.llm_output)
+        if self.agent_cache is None or policy == "bypass":
+            return self._model(messages, call)
+        paid: list[ChatResult] = []
+
+        def compute() -> list[ChatGeneration]:
+            paid.append(self._model(messages, call))
+            return paid[-1].generations
+
+        got = self.agent_cache.fetch_result(call.prompt, call.llm_string, compute, policy=policy)
+        llm_output = paid[-1].llm_output if got.computed and paid else None
+        return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
 
     async def _agenerate(
         self,
@@ -243,14 +347,21 @@ class CachedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        found = await self.agent_cache.alookup_result(call.prompt, call.llm_string)
-        if found is not None:
-            return ChatResult(generations=found.generations)  # type: ignore[arg-type]
-        result = await self.llm.agenerate([messages], stop=call.stop, **call.kwargs)
-        generations = _fresh(result.generations[0])  # type: ignore[arg-type]
-        await self.agent_cache.aupdate(call.prompt, call.llm_string, generations)
-        return ChatResult(generations=generations, llm_output=result.llm_output)
+        if self.agent_cache is None or policy == "bypass":
+            return await self._amodel(messages, call)
+        paid: list[ChatResult] = []
+
+        async def compute() -> list[ChatGeneration]:
+            paid.append(await self._amodel(messages, call))
+            return paid[-1].generations
+
+        got = await self.agent_cache.afetch_result(
+            call.prompt, call.llm_string, compute, policy=policy
+        )
+        llm_output = paid[-1].llm_output if got.computed and paid else None
+        return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ stream
     def _stream(
@@ -260,19 +371,21 @@ class CachedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        found = self.agent_cache.lookup_result(call.prompt, call.llm_string)
-        if found is not None:
-            yield from replay_chunks(found.generations[0])
-            return
+        cache = None if policy == "bypass" else self.agent_cache
+        if cache is not None and policy in ("use", "no_store"):
+            found = cache.lookup_result(call.prompt, call.llm_string)
+            if found is not None:
+                yield from replay_chunks(found.generations[0])
+                return
         chunks: list[ChatGenerationChunk] = []
-        for part in self.llm.stream(messages, config=_SILENT, stop=call.stop, **call.kwargs):
-            for chunk in _as_chunks(part):
-                chunks.append(chunk)
-                yield chunk
-        if chunks:  # only a stream that ran to its end is stored
+        for chunk in self._model_stream(messages, call):
+            chunks.append(chunk)
+            yield chunk
+        if chunks and cache is not None and policy != "no_store":  # a stream run to its end
             done = generate_from_stream(iter(chunks))
-            self.agent_cache.update(call.prompt, call.llm_string, done.generations)
+            cache.update(call.prompt, call.llm_string, done.generations)
 
     async def _astream(
         self,
@@ -281,22 +394,22 @@ class CachedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        found = await self.agent_cache.alookup_result(call.prompt, call.llm_string)
-        if found is not None:
-            for chunk in replay_chunks(found.generations[0]):
-                yield chunk
-            return
+        cache = None if policy == "bypass" else self.agent_cache
+        if cache is not None and policy in ("use", "no_store"):
+            found = await cache.alookup_result(call.prompt, call.llm_string)
+            if found is not None:
+                for chunk in replay_chunks(found.generations[0]):
+                    yield chunk
+                return
         chunks: list[ChatGenerationChunk] = []
-        async for part in self.llm.astream(
-            messages, config=_SILENT, stop=call.stop, **call.kwargs
-        ):
-            for chunk in _as_chunks(part):
-                chunks.append(chunk)
-                yield chunk
-        if chunks:
+        async for chunk in self._amodel_stream(messages, call):
+            chunks.append(chunk)
+            yield chunk
+        if chunks and cache is not None and policy != "no_store":
             done = await agenerate_from_stream(_aiter(chunks))
-            await self.agent_cache.aupdate(call.prompt, call.llm_string, done.generations)
+            await cache.aupdate(call.prompt, call.llm_string, done.generations)
 
     # ------------------------------------------------------------------ tools, structure
     def bind_tools(

@@ -2,7 +2,8 @@
 
 vLLM's automatic prefix caching reuses KV blocks only for an identical prefix. Retrieval
 returns the same documents in a different order from one request to the next;
-:class:`StableContextOrderer` puts them in one canonical order (duplicates dropped), and
+:class:`StableContextOrderer` puts them in one canonical order (sorted, then duplicates
+dropped), and
 :func:`stable_rag_prompt` lays a prompt out as system -> static knowledge -> documents ->
 instructions -> question, so everything before the question is shared.
 """
@@ -18,6 +19,8 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.runnables.config import ensure_config
 from pydantic import ConfigDict, Field
+
+from agent_cache.prompt import order_documents
 
 __all__ = ["StableContextOrderer", "document_key", "format_documents", "stable_rag_prompt"]
 
@@ -40,24 +43,11 @@ def document_key(doc: Document) -> str:
     return "sha256:" + hashlib.sha256(doc.page_content.encode("utf-8")).hexdigest()
 
 
-def _local_order(docs: Sequence[Document], key: DocumentKey) -> list[Document]:
-    # Same contract as the core's agent_cache.prompt.order_documents: exact duplicates
-    # (same text) dropped, first kept, then sorted by key. Used when the core's is absent.
-    seen: set[str] = set()
-    unique = []
-    for doc in docs:
-        if doc.page_content not in seen:
-            seen.add(doc.page_content)
-            unique.append(doc)
-    return sorted(unique, key=key)
-
-
-def _order(docs: Sequence[Document], key: DocumentKey | None) -> list[Document]:
-    try:
-        from agent_cache.prompt import order_documents
-    except ImportError:
-        return _local_order(docs, key or document_key)
-    return list(order_documents(docs, key=key or document_key))
+def _order(docs: Sequence[Document | str], key: DocumentKey | None) -> list[Document]:
+    """The core's canonical order (sort first, then drop exact duplicates); plain strings
+    become documents."""
+    given = [Document(page_content=d) if isinstance(d, str) else d for d in docs]
+    return list(order_documents(given, key=key or document_key))
 
 
 class StableContextOrderer(RunnableSerializable[Sequence[Document], list[Document]],
@@ -66,8 +56,10 @@ class StableContextOrderer(RunnableSerializable[Sequence[Document], list[Documen
 
     A ``BaseDocumentTransformer`` and a Runnable: use it after a retriever in LCEL
     (``retriever | StableContextOrderer()``) or call ``transform_documents``. The order
-    depends only on the set of documents (by ``key``: ``doc.id``, a metadata id, or a
-    content hash), never on retrieval order; exact duplicates are dropped.
+    depends only on the documents retrieved (by ``key``: ``doc.id``, a metadata id, or a
+    content hash; numeric ids in numeric order), never on retrieval order: they are
+    sorted first, then exact duplicates (same text and metadata) are dropped. Plain
+    strings are accepted and returned as ``Document``s.
 
     Args:
         key: document -> identity string; default :func:`document_key`.
@@ -82,12 +74,14 @@ class StableContextOrderer(RunnableSerializable[Sequence[Document], list[Documen
 
     key: DocumentKey | None = Field(default=None, exclude=True)
 
-    def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> list[Document]:
+    def transform_documents(
+        self, documents: Sequence[Document | str], **kwargs: Any
+    ) -> list[Document]:
         """The documents, deduplicated, in canonical order."""
         return _order(list(documents), self.key)
 
     async def atransform_documents(
-        self, documents: Sequence[Document], **kwargs: Any
+        self, documents: Sequence[Document | str], **kwargs: Any
     ) -> list[Document]:
         """Async twin of :meth:`transform_documents` (pure computation)."""
         return self.transform_documents(documents)

@@ -18,6 +18,7 @@ def test_all_is_pinned() -> None:
             "CachePolicy",
             "CacheStats",
             "ConfigurationError",
+            "Fetched",
             "LayeredCache",
             "MissingDependencyError",
             "PriceTable",
@@ -27,6 +28,7 @@ def test_all_is_pinned() -> None:
             "TtlPolicy",
             "TtlTier",
             "__version__",
+            "default_cache",
         ]
     )
     for name in agent_cache.__all__:

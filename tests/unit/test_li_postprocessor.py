@@ -83,11 +83,9 @@ def test_query_engine_prompt_is_identical_for_any_retrieval_order() -> None:
     assert answer.index("Alpha") < answer.index("Beta") < answer.index("Gamma")
 
 
-def test_local_fallback_matches_the_core_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llama_index.postprocessor.agent_cache import base
-
+def test_a_duplicate_text_is_dropped_whatever_its_position() -> None:
     shuffled = nodes()[::-1] + [NodeWithScore(node=TextNode(id_="dup", text="text 1"), score=0.1)]
-    with_core = ids(StablePrefixPostprocessor().postprocess_nodes(shuffled))
-    monkeypatch.setattr(base, "_core_order", lambda: None)
-    assert ids(StablePrefixPostprocessor().postprocess_nodes(shuffled)) == with_core
-    assert len(with_core) == 5  # the duplicate text was dropped
+    with_dup_first = [shuffled[-1], *shuffled[:-1]]
+    out = ids(StablePrefixPostprocessor().postprocess_nodes(shuffled))
+    assert out == ids(StablePrefixPostprocessor().postprocess_nodes(with_dup_first))
+    assert len(out) == 5  # the duplicate text was dropped

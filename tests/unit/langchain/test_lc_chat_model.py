@@ -6,9 +6,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import langchain_agent_cache._resolve as resolve
 import pytest
-from langchain_agent_cache import AgentCache, CachedChatModel
+from langchain_agent_cache import AgentCache, CachedChatModel, chat_models
 from langchain_core.language_models import BaseChatModel
 from langchain_core.load import dumpd
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
@@ -24,6 +23,8 @@ from langchain_openai import ChatOpenAI
 from langchain_tests.unit_tests import ChatModelUnitTests
 from lc_fakes import CountingChat, TokenRecorder, chat, make_layered
 from pydantic import BaseModel
+
+import agent_cache.shared as shared
 
 
 def offline_openai() -> ChatOpenAI:
@@ -326,12 +327,12 @@ def test_cache_argument_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     agent = AgentCache(layered, namespace="chat")
     assert CachedChatModel(llm=chat("a"), cache=agent).agent_cache is agent
     default = make_layered()
-    monkeypatch.setattr(resolve, "_default", default)
+    monkeypatch.setattr(chat_models, "default_cache", lambda path=None: default)
     assert CachedChatModel(llm=chat("a")).agent_cache.layered is default
+    assert CachedChatModel(llm=chat("a"), cache=True).agent_cache.layered is default
+    assert CachedChatModel(llm=chat("a"), cache=False).agent_cache is None
     assert CachedChatModel(llm=chat("a"), cache=layered).cache is False  # LangChain's path off
-    with pytest.raises(ValueError, match="takes an AgentCache or a LayeredCache"):
-        CachedChatModel(llm=chat("a"), cache=True)
-    with pytest.raises(ValueError, match="takes an AgentCache or a LayeredCache"):
+    with pytest.raises(ValueError, match="takes an AgentCache, a LayeredCache"):
         CachedChatModel(llm=chat("a"), cache="sqlite")
 
 
@@ -339,7 +340,9 @@ def test_serialized_wrapper_loads_back_without_its_cache(monkeypatch: pytest.Mon
     from langchain_core.load import load
 
     monkeypatch.setenv("OPENAI_API_KEY", "from-env")
-    monkeypatch.setattr(resolve, "_default", make_layered())
+    default = make_layered()
+    monkeypatch.setattr(shared, "default_cache", lambda path=None: default)
+    monkeypatch.setattr(chat_models, "default_cache", lambda path=None: default)
     model = CachedChatModel(llm=offline_openai(), cache=make_layered(), temperature=0.0)
     data = dumpd(model)
     assert data["id"] == ["langchain_agent_cache", "chat_models", "CachedChatModel"]
@@ -353,7 +356,7 @@ def test_serialized_wrapper_loads_back_without_its_cache(monkeypatch: pytest.Mon
             secrets_from_env=True,
         )
     assert isinstance(loaded, CachedChatModel) and loaded.temperature == 0.0
-    assert loaded.model_name == "gpt-test" and loaded.agent_cache.layered is resolve._default
+    assert loaded.model_name == "gpt-test" and loaded.agent_cache.layered is default
 
 
 def test_global_llm_cache_is_not_consulted_by_the_wrapper() -> None:
@@ -366,8 +369,9 @@ def test_global_llm_cache_is_not_consulted_by_the_wrapper() -> None:
         CachedChatModel(llm=inner, cache=make_layered(), disable_streaming=True).invoke("q")
     finally:
         set_llm_cache(None)
-    # only the wrapped model's own LangChain path used the global cache, once
-    assert spy.layered.stats().lookups == 1
+    # the wrapped model is called raw (no run, no LangChain cache of its own): the agent
+    # cache is the one cache on this path
+    assert spy.layered.stats().lookups == 0
 
 
 def test_a_model_that_cannot_stream_is_split_into_chunks_and_cached() -> None:

@@ -10,7 +10,6 @@ from langchain_agent_cache import (
     format_documents,
     stable_rag_prompt,
 )
-from langchain_agent_cache.documents import _local_order
 from langchain_core.documents import BaseDocumentTransformer, Document
 from langchain_core.runnables import Runnable, RunnableLambda
 
@@ -28,11 +27,6 @@ def test_order_does_not_depend_on_retrieval_order() -> None:
         tuple(d.page_content for d in orderer.invoke(list(p))) for p in itertools.permutations(DOCS)
     }
     assert len(outputs) == 1
-
-
-def test_local_fallback_has_the_same_contract() -> None:
-    for perm in itertools.permutations(DOCS):
-        assert _local_order(list(perm), document_key) == StableContextOrderer().invoke(DOCS)
 
 
 def test_duplicates_are_dropped_and_keys_are_ids_or_hashes() -> None:

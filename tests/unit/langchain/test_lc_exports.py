@@ -16,6 +16,7 @@ def test_all_is_pinned() -> None:
             "CachedResult",
             "CachedStep",
             "CachedTool",
+            "FetchedResult",
             "StableContextOrderer",
             "cache_step",
             "cache_tool",
@@ -24,6 +25,7 @@ def test_all_is_pinned() -> None:
             "document_key",
             "format_documents",
             "is_side_effecting",
+            "request_policy",
             "stable_rag_prompt",
         ]
     )

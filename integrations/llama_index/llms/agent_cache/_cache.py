@@ -1,28 +1,21 @@
 """The ``cache=`` argument of the LlamaIndex adapters: a ``LayeredCache``, a path, or None.
 
-A path (and ``None``, meaning the embedded default ``.agent_cache``) maps to one shared
-``LayeredCache`` per directory for the whole process, so wrapping ten tools and an LLM
-opens one SQLite file and loads one embedding model, not eleven.
+A path (and ``None``, meaning the embedded default ``.agent_cache``) maps to the core's
+:func:`agent_cache.default_cache`: one shared ``LayeredCache`` per directory for the whole
+process, the same one the LangChain adapter uses.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from pathlib import Path
 from typing import TypeAlias
 
-from agent_cache import ConfigurationError, LayeredCache
+from agent_cache import ConfigurationError, LayeredCache, default_cache
+from agent_cache.shared import DEFAULT_PATH
 
 __all__ = ["DEFAULT_PATH", "CacheArg", "resolve_cache"]
 
-#: Where the default embedded cache lives (relative to the working directory).
-DEFAULT_PATH = ".agent_cache"
-
 CacheArg: TypeAlias = LayeredCache | str | os.PathLike[str] | None
-
-_shared: dict[str, LayeredCache] = {}
-_lock = threading.Lock()
 
 
 def resolve_cache(cache: CacheArg) -> LayeredCache:
@@ -34,15 +27,8 @@ def resolve_cache(cache: CacheArg) -> LayeredCache:
     """
     if isinstance(cache, LayeredCache):
         return cache
-    if cache is None:
-        cache = DEFAULT_PATH
-    if not isinstance(cache, str | os.PathLike):
+    if cache is not None and not isinstance(cache, str | os.PathLike):
         raise ConfigurationError(
             f"cache must be a LayeredCache, a directory path or None, not {type(cache).__name__}"
         )
-    where = str(Path(cache).expanduser().resolve())
-    with _lock:
-        found = _shared.get(where)
-        if found is None:
-            found = _shared[where] = LayeredCache(path=where)
-        return found
+    return default_cache(cache)

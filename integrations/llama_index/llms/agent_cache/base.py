@@ -21,6 +21,12 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
 )
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionStartEvent,
+)
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
@@ -32,9 +38,8 @@ from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
 
-from agent_cache import AgentCacheError, CacheHit, ConfigurationError, LayeredCache
-from agent_cache.keys import canonical_json, digest, normalize
-from agent_cache.singleflight import SingleFlight
+from agent_cache import AgentCacheError, CacheHit, ConfigurationError, Fetched, LayeredCache
+from agent_cache.policy import request_policy
 
 __all__ = ["CachedLLM"]
 
@@ -54,13 +59,14 @@ _INHERITED = (
     "query_wrapper_prompt",
 )
 _MISS: dict[str, Any] = {"hit": False}
+#: ``llm.chat(messages, agent_cache="bypass")``: the request's cache policy (never passed on).
+_POLICY_KWARG = "agent_cache"
 
 
 @dataclass(frozen=True)
 class _Call:
     scope: Scope
     llm_string: str
-    flight_key: str
 
 
 async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -96,8 +102,15 @@ class CachedLLM(FunctionCallingLLM):
         llm_string: replaces the model identity derived from ``llm`` (e.g. ``"qwen@v3"``).
         question_extractor: how the question is found in rendered prompts; pass
             ``QuestionExtractor(templates=[...])`` to recognize your own templates.
-        singleflight_timeout: seconds a concurrent identical request waits for the first
-            one before calling the model itself.
+        singleflight_timeout: kept for compatibility, unused: concurrent identical
+            misses coalesce in the core (``LayeredCache(singleflight_timeout=...)``).
+
+    Per request, ``llm.chat(messages, agent_cache="bypass")`` (or ``"refresh"``,
+    ``"no_store"``; see :func:`agent_cache.policy.request_policy`) sets the cache policy;
+    it is never passed to the wrapped LLM. A hit fires no callback-manager LLM event
+    (``TokenCountingHandler`` counts it as zero) but the dispatcher's start/end events
+    and a ``CacheHitEvent``; a miss is counted once, by the wrapped call. The cache's
+    directory (``cache_path``) survives pickling and ``to_dict``/``from_dict``.
 
     Example:
         >>> from llama_index.core import Settings
@@ -114,10 +127,13 @@ class CachedLLM(FunctionCallingLLM):
     tags: list[str] = Field(default_factory=list, description="Tags stored with answers.")
     llm_string: str | None = Field(default=None, description="Model identity override.")
     singleflight_timeout: float = Field(default=60.0, gt=0)
+    cache_path: str | None = Field(
+        default=None,
+        description="Directory of the cache in use (kept through pickling and to_dict).",
+    )
 
     _cache: LayeredCache = PrivateAttr()
     _extractor: QuestionExtractor = PrivateAttr()
-    _flight: SingleFlight = PrivateAttr()
 
     def __init__(
         self,
@@ -131,12 +147,25 @@ class CachedLLM(FunctionCallingLLM):
             value = getattr(llm, name, None)
             if value is not None:
                 kwargs.setdefault(name, value)
+        if isinstance(llm, Mapping):  # from_dict / a pickled state: rebuild the wrapped LLM
+            llm = _load_llm(llm)
+        if cache is None:
+            cache = kwargs.get("cache_path")  # a pickled or serialized CachedLLM
+        resolved = resolve_cache(cache)
+        kwargs["cache_path"] = None if resolved.path is None else str(resolved.path)
         super().__init__(llm=llm, **kwargs)
         if not self.namespace:
             raise ConfigurationError("namespace must be a non-empty str")
-        self._cache = resolve_cache(cache)
+        self._cache = resolved
         self._extractor = question_extractor or QuestionExtractor()
-        self._flight = SingleFlight(self.singleflight_timeout)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> CachedLLM:
+        """The inverse of ``to_dict()``: the wrapped LLM is rebuilt from its class name,
+        the cache from ``cache_path``."""
+        data = {**data, **kwargs}
+        data.pop("class_name", None)
+        return cls(**data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -169,12 +198,10 @@ class CachedLLM(FunctionCallingLLM):
                 scope = self._extractor.scope_messages(messages, hint)
             else:
                 scope = self._extractor.scope_prompt(prompt or "", hint)
-            context = "" if scope.context is None else canonical_json(scope.context)
         except (_codec.Unkeyable, Uncacheable, ConfigurationError) as exc:
             log.debug("agent-cache: %s call bypasses the cache: %s", api, exc)
             return None
-        key = digest(self.namespace, identity, context, normalize(scope.question))
-        return _Call(scope, identity, key)
+        return _Call(scope, identity)
 
     def _lookup_args(self, call: _Call) -> dict[str, Any]:
         return {
@@ -254,61 +281,103 @@ class CachedLLM(FunctionCallingLLM):
         except AgentCacheError as exc:
             log.warning("agent-cache store skipped: %s", exc)
 
-    # ------------------------------------------------------------------ chat
-    def _chat_hit(self, call: _Call, hit: CacheHit | None) -> ChatResponse | None:
-        message = _codec.message_from_payload(hit.response) if hit is not None else None
-        if hit is None or message is None:
-            self._missed(call)
-            return None
-        return ChatResponse(message=message, additional_kwargs=self._served(call, hit))
+    # ------------------------------------------------------------------ one request path
+    def _fetch_args(self, call: _Call, paid: list[Any], policy: str) -> dict[str, Any]:
+        def tokens(_payload: Any) -> Any:
+            if not paid:
+                return None
+            total, prompt_tokens, cached = _codec.usage(paid[0])
+            if prompt_tokens is not None:
+                self._cache.record_model_usage(prompt_tokens, cached)
+            return _reported(total, prompt_tokens)
 
-    @staticmethod
-    def _chat_result(outcome: tuple[ChatResponse, Any], leader: bool) -> ChatResponse:
-        response, payload = outcome
-        if leader:
+        return {**self._lookup_args(call), "ttl": self.ttl, "tags": self.tags,
+                "policy": policy, "tokens": tokens}
+
+    def _silent_inner(self) -> LLM:
+        """The wrapped LLM, reporting to this wrapper's callback manager: a miss is
+        counted once (by the wrapped call), a hit not at all (no model call)."""
+        if self.llm.callback_manager is not self.callback_manager:
+            self.llm.callback_manager = self.callback_manager
+        return self.llm
+
+    def _announce_hit(self, api: str, args: Any, response: Any) -> None:
+        """The start/end events a wrapped call would have sent, for a served hit (no
+        callback-manager event: token counters count a hit as zero)."""
+        payload = self.to_payload() if hasattr(self, "to_payload") else {}
+        if api == "chat":
+            dispatcher.event(LLMChatStartEvent(model_dict=payload, messages=list(args),
+                                               additional_kwargs={}))
+            dispatcher.event(LLMChatEndEvent(messages=list(args), response=response))
+        else:
+            dispatcher.event(LLMCompletionStartEvent(model_dict=payload, prompt=args,
+                                                     additional_kwargs={}))
+            dispatcher.event(LLMCompletionEndEvent(prompt=args, response=response))
+
+    # ------------------------------------------------------------------ chat
+    def _chat_outcome(self, call: _Call, got: Fetched | None, paid: list[Any],
+                      messages: Sequence[ChatMessage]) -> ChatResponse | None:
+        if got is None:
+            return None
+        if got.computed and paid:
+            self._missed(call)
+            response: ChatResponse = paid[0]
             response.additional_kwargs["agent_cache"] = dict(_MISS)
             return response
-        message = _codec.message_from_payload(payload) if payload is not None else None
-        return ChatResponse(
-            message=message or response.message.model_copy(deep=True),
-            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}},
+        message = _codec.message_from_payload(
+            got.hit.response if got.hit is not None else got.value
         )
+        if message is None:
+            return None
+        if got.hit is not None:
+            served = ChatResponse(message=message, additional_kwargs=self._served(call, got.hit))
+            self._announce_hit("chat", messages, served)
+            return served
+        return ChatResponse(message=message,
+                            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}})
 
-    @llm_chat_callback()
+    @dispatcher.span
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        call = self._prepare("chat", kwargs, messages=messages)
+        """Chat through the cache; ``agent_cache="bypass"`` (``"refresh"``,
+        ``"no_store"``) sets this request's policy and is not passed to the LLM."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
         if call is None:
-            return self.llm.chat(messages, **kwargs)
-        served = self._chat_hit(call, self._lookup(call))
-        if served is not None:
-            return served
+            return self._silent_inner().chat(messages, **kwargs)
+        paid: list[Any] = []
 
-        def compute() -> tuple[ChatResponse, Any]:
-            response = self.llm.chat(messages, **kwargs)
-            payload = _codec.chat_payload(response.message)
-            self._save(call, payload, response)
-            return response, payload
+        def compute() -> Any:
+            paid.append(self._silent_inner().chat(messages, **kwargs))
+            return _codec.chat_payload(paid[0].message)  # None: not stored
 
-        outcome, leader = self._flight.do(call.flight_key, compute)
-        return self._chat_result(outcome, leader)
+        try:
+            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
+            log.warning("agent-cache skipped: %s", exc)
+            got = None
+        found = self._chat_outcome(call, got, paid, messages)
+        return found if found is not None else self._silent_inner().chat(messages, **kwargs)
 
-    @llm_chat_callback()
+    @dispatcher.span
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        call = self._prepare("chat", kwargs, messages=messages)
+        """Async twin of :meth:`chat`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
         if call is None:
-            return await self.llm.achat(messages, **kwargs)
-        served = self._chat_hit(call, await self._alookup(call))
-        if served is not None:
-            return served
+            return await self._silent_inner().achat(messages, **kwargs)
+        paid: list[Any] = []
 
-        async def compute() -> tuple[ChatResponse, Any]:
-            response = await self.llm.achat(messages, **kwargs)
-            payload = _codec.chat_payload(response.message)
-            await self._asave(call, payload, response)
-            return response, payload
+        async def compute() -> Any:
+            paid.append(await self._silent_inner().achat(messages, **kwargs))
+            return _codec.chat_payload(paid[0].message)
 
-        outcome, leader = await self._flight.ado(call.flight_key, compute)
-        return self._chat_result(outcome, leader)
+        try:
+            got = await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            got = None
+        found = self._chat_outcome(call, got, paid, messages)
+        return found if found is not None else await self._silent_inner().achat(messages, **kwargs)
 
     def _chat_replay(self, call: _Call, hit: CacheHit | None) -> Iterator[ChatResponse] | None:
         message = _codec.message_from_payload(hit.response) if hit is not None else None
@@ -375,53 +444,75 @@ class CachedLLM(FunctionCallingLLM):
             return None
         return text, self._served(call, hit)
 
-    @staticmethod
-    def _completion_result(
-        outcome: tuple[CompletionResponse, Any], leader: bool
-    ) -> CompletionResponse:
-        response, _payload = outcome
-        if leader:
+    def _completion_outcome(self, call: _Call, got: Fetched | None, paid: list[Any],
+                            prompt: str) -> CompletionResponse | None:
+        if got is None:
+            return None
+        if got.computed and paid:
+            self._missed(call)
+            response: CompletionResponse = paid[0]
             response.additional_kwargs["agent_cache"] = dict(_MISS)
             return response
-        return CompletionResponse(
-            text=response.text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
-        )
+        text = _codec.completion_text(got.hit.response if got.hit is not None else got.value)
+        if text is None:
+            return None
+        if got.hit is not None:
+            served = CompletionResponse(text=text, additional_kwargs=self._served(call, got.hit))
+            self._announce_hit("complete", prompt, served)
+            return served
+        return CompletionResponse(text=text,
+                                  additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}})
 
-    @llm_completion_callback()
+    @dispatcher.span
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        """Complete through the cache; ``agent_cache=`` as in :meth:`chat`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare(
+            "complete", {"formatted": formatted, **kwargs}, prompt=prompt)
         if call is None:
-            return self.llm.complete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, self._lookup(call))
-        if served is not None:
-            return CompletionResponse(text=served[0], additional_kwargs=served[1])
+            return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
+        paid: list[Any] = []
 
-        def compute() -> tuple[CompletionResponse, Any]:
-            response = self.llm.complete(prompt, formatted=formatted, **kwargs)
-            payload = _codec.completion_payload(response)
-            self._save(call, payload, response)
-            return response, payload
+        def compute() -> Any:
+            paid.append(self._silent_inner().complete(prompt, formatted=formatted, **kwargs))
+            return _codec.completion_payload(paid[0])
 
-        return self._completion_result(*self._flight.do(call.flight_key, compute))
+        try:
+            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            got = None
+        found = self._completion_outcome(call, got, paid, prompt)
+        if found is not None:
+            return found
+        return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
 
-    @llm_completion_callback()
+    @dispatcher.span
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
-        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        """Async twin of :meth:`complete`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare(
+            "complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        inner = self._silent_inner()
         if call is None:
-            return await self.llm.acomplete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, await self._alookup(call))
-        if served is not None:
-            return CompletionResponse(text=served[0], additional_kwargs=served[1])
+            return await inner.acomplete(prompt, formatted=formatted, **kwargs)
+        paid: list[Any] = []
 
-        async def compute() -> tuple[CompletionResponse, Any]:
-            response = await self.llm.acomplete(prompt, formatted=formatted, **kwargs)
-            payload = _codec.completion_payload(response)
-            await self._asave(call, payload, response)
-            return response, payload
+        async def compute() -> Any:
+            paid.append(await inner.acomplete(prompt, formatted=formatted, **kwargs))
+            return _codec.completion_payload(paid[0])
 
-        return self._completion_result(*await self._flight.ado(call.flight_key, compute))
+        try:
+            got = await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            got = None
+        found = self._completion_outcome(call, got, paid, prompt)
+        if found is not None:
+            return found
+        return await inner.acomplete(prompt, formatted=formatted, **kwargs)
 
     @llm_completion_callback()
     def stream_complete(
@@ -556,6 +647,22 @@ class CachedLLM(FunctionCallingLLM):
         return self._function_llm().get_tool_calls_from_response(
             response, error_on_no_tool_call=error_on_no_tool_call, **kwargs
         )
+
+
+def _load_llm(data: Mapping[str, Any]) -> LLM:
+    """An LLM from its ``to_dict()`` (found by ``class_name`` among the loaded LLM classes)."""
+    name = data.get("class_name")
+    stack: list[type[Any]] = [LLM]
+    while stack:
+        kind = stack.pop()
+        stack.extend(kind.__subclasses__())
+        try:
+            found = kind.class_name() == name and not getattr(kind, "__abstractmethods__", None)
+        except Exception:  # a subclass whose class_name needs an instance
+            found = False
+        if found:
+            return kind.from_dict(dict(data))  # type: ignore[no-any-return]
+    raise ConfigurationError(f"cannot rebuild the wrapped LLM: no loaded class named {name!r}")
 
 
 def _final_completion(last: CompletionResponse, deltas: Sequence[str]) -> CompletionResponse:

@@ -4,8 +4,9 @@ A retriever returns nodes by relevance, so two paraphrased questions that retrie
 same set render it in different orders: different prompts, no shared prefix for vLLM's
 prefix cache, and a different scope for the semantic cache. This postprocessor
 (optionally) cuts off weak nodes, then sorts the survivors into the core's stable order
-(:func:`agent_cache.prompt.order_documents`: by node id, duplicates of the same text
-dropped), so the same set always renders the same context.
+(:func:`agent_cache.prompt.order_documents`: sorted by node id first, then duplicates of
+the same text *and* metadata dropped), so the same nodes always render the same context,
+whatever order they were retrieved in.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from llama_index.core.bridge.pydantic import Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from agent_cache.prompt import order_documents
+
 __all__ = ["StablePrefixPostprocessor"]
 
 
@@ -29,27 +32,8 @@ def _id_key(node: NodeWithScore) -> str:
     return node.node.node_id or _content_key(node)
 
 
-def _core_order() -> Callable[..., list[Any]] | None:
-    """The core's ``order_documents`` (``None`` on a core without ``agent_cache.prompt``)."""
-    try:
-        from agent_cache.prompt import order_documents
-    except ImportError:  # pragma: no cover - depends on the core's version
-        return None
-    return order_documents
-
-
 def _order(nodes: list[NodeWithScore], key: Callable[[Any], str]) -> list[NodeWithScore]:
-    order_documents = _core_order()
-    if order_documents is not None:
-        return list(order_documents(nodes, key=key))
-    seen: set[str] = set()  # the same rule, locally: drop duplicate texts, sort by key
-    unique = []
-    for node in nodes:
-        text = node.node.get_content()
-        if text not in seen:
-            seen.add(text)
-            unique.append(node)
-    return sorted(unique, key=key)
+    return list(order_documents(nodes, key=key))
 
 
 class StablePrefixPostprocessor(BaseNodePostprocessor):
