@@ -116,7 +116,10 @@ class CircuitBreaker:
         if first:
             log.warning(
                 "agent-cache: %s failed %d times in a row, circuit open: its calls are "
-                "misses for the next %.1f s", self.name, self.failures, self.reset_after,
+                "misses for the next %.1f s",
+                self.name,
+                self.failures,
+                self.reset_after,
             )
 
     def _release(self) -> None:

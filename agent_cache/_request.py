@@ -197,8 +197,7 @@ def encode_record(
     check_depth(response)
     try:
         text = json.dumps(
-            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier,
-             "x": expires},
+            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier, "x": expires},
             ensure_ascii=False,
             allow_nan=False,
         )

@@ -349,8 +349,12 @@ class LayeredCache:
         self._breakers: dict[str, CircuitBreaker] = {}
         self._writes = itertools.count(1)
         self._gate = ModelGate(
-            max_model_calls, shared_limit=shared_model_calls, queue=model_queue,
-            wait=model_wait, store=lambda: self.kv_store, name=f"model:{prefix}",
+            max_model_calls,
+            shared_limit=shared_model_calls,
+            queue=model_queue,
+            wait=model_wait,
+            store=lambda: self.kv_store,
+            name=f"model:{prefix}",
             on_error=self._failed,
         )
         self.fallbacks = dict(fallbacks or {})
@@ -361,8 +365,9 @@ class LayeredCache:
             raise ConfigurationError(f"refresh_ahead must be > 0 seconds, not {refresh_ahead!r}")
         self.refresh_ahead = refresh_ahead
         self.quotas = dict(quotas or {})
-        if any(isinstance(q, bool) or not isinstance(q, int) or q < 1
-               for q in self.quotas.values()):
+        if any(
+            isinstance(q, bool) or not isinstance(q, int) or q < 1 for q in self.quotas.values()
+        ):
             raise ConfigurationError(f"quotas are entry counts >= 1, got {self.quotas!r}")
         self._refreshing: set[str] = set()
         self._refresh_lock = threading.Lock()
@@ -417,8 +422,14 @@ class LayeredCache:
             with self._init_lock:
                 if self._kv is None:
                     self._kv = self._own(
-                        _make_kv(self.path, self.redis_url, self.prefix, self.on_corrupt,
-                                 self.backend_timeout, self._breaker("exact", self.redis_url))
+                        _make_kv(
+                            self.path,
+                            self.redis_url,
+                            self.prefix,
+                            self.on_corrupt,
+                            self.backend_timeout,
+                            self._breaker("exact", self.redis_url),
+                        )
                     )
         return self._kv
 
@@ -457,7 +468,9 @@ class LayeredCache:
             from agent_cache.vectors import ChromaVectorStore
 
             return ChromaVectorStore(
-                url=self.chroma_url, collection=self.prefix, timeout=self.backend_timeout,
+                url=self.chroma_url,
+                collection=self.prefix,
+                timeout=self.backend_timeout,
                 breaker=self._breaker("semantic", self.chroma_url),
             )
         if kind == "memory" or self.path is None:
@@ -480,8 +493,9 @@ class LayeredCache:
         if self.circuit_reset is None or not url:
             return None
         kind = "Redis" if layer == "exact" else "Chroma server"
-        breaker = CircuitBreaker(f"{kind} {url}", reset_after=self.circuit_reset,
-                                 layer=layer, endpoint=url)
+        breaker = CircuitBreaker(
+            f"{kind} {url}", reset_after=self.circuit_reset, layer=layer, endpoint=url
+        )
         self._breakers[layer] = breaker
         return breaker
 
@@ -563,9 +577,7 @@ class LayeredCache:
         )
 
     def _semantic_on(self, req: rq.Request) -> bool:
-        return (
-            req.template is None and not req.verbatim and req.namespace not in self.exact_only
-        )
+        return req.template is None and not req.verbatim and req.namespace not in self.exact_only
 
     # ------------------------------------------------------------------ flows (pure logic)
     def _lookup_flow(self, req: rq.Request, now: float) -> Flow[_Outcome]:
@@ -581,8 +593,11 @@ class LayeredCache:
             return _Outcome(None, keys.exact)
         with tracing.span("semantic", namespace=req.namespace) as sp:
             outcome = yield from self._semantic_flow(req, keys, now)
-            tracing.annotate(sp, outcome=HIT if outcome.hit else outcome.refused or "miss",
-                             score=outcome.hit.score if outcome.hit else None)
+            tracing.annotate(
+                sp,
+                outcome=HIT if outcome.hit else outcome.refused or "miss",
+                score=outcome.hit.score if outcome.hit else None,
+            )
         return outcome
 
     def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[_Outcome]:
@@ -607,7 +622,11 @@ class LayeredCache:
                 yield Op(self.vector_store, "delete", ([v.candidate.id],))
                 continue
             hit = self._hit(
-                raw, "semantic", v.score, v.candidate.key, req.namespace,
+                raw,
+                "semantic",
+                v.score,
+                v.candidate.key,
+                req.namespace,
                 similarity=v.candidate.similarity,
             )
             return _Outcome(hit, keys.exact, query=req.prompt)
@@ -649,16 +668,23 @@ class LayeredCache:
             return None
         if self._rng.random() >= self.explore_rate:
             return None
-        analysis = best.analysis or analyze_pair(req.prompt, best.candidate.text, req.namespace
-                                                 in self.case_sensitive)
+        analysis = best.analysis or analyze_pair(
+            req.prompt, best.candidate.text, req.namespace in self.case_sensitive
+        )
         if analysis.refused:
             return None
         raw = yield Op(self.kv_store, "get", (best.candidate.key, now))
         if raw is None:
             return None
         record = rq.decode_record(raw, best.candidate.key)
-        return Pending(req.namespace, req.prompt, best.candidate.text, record["r"],
-                       best.candidate.similarity, "explore")
+        return Pending(
+            req.namespace,
+            req.prompt,
+            best.candidate.text,
+            record["r"],
+            best.candidate.similarity,
+            "explore",
+        )
 
     def _hit(
         self,
@@ -677,7 +703,13 @@ class LayeredCache:
             usage = None
         expires = record.get("x")
         return CacheHit(
-            record["r"], layer, score, str(record.get("p", "")), key, namespace, similarity,
+            record["r"],
+            layer,
+            score,
+            str(record.get("p", "")),
+            key,
+            namespace,
+            similarity,
             expires_at=float(expires) if isinstance(expires, int | float) else None,
             usage=usage,
         )
@@ -697,12 +729,21 @@ class LayeredCache:
         ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self.ttl_policy.expires_at(now, ttl_s)
         usage = usage_from(tokens)
-        record = rq.encode_record(req.prompt, response, tokens=usage.as_record() if usage
-                                  else None, created=now, tier=tier, expires=expires)
+        record = rq.encode_record(
+            req.prompt,
+            response,
+            tokens=usage.as_record() if usage else None,
+            created=now,
+            tier=tier,
+            expires=expires,
+        )
         embedded = self._semantic_on(req)
         joint = embedded and self._joint_vectors()
         write: dict[str, Any] = {
-            "namespace": req.namespace, "expires_at": expires, "tags": tuple(tags), "now": now
+            "namespace": req.namespace,
+            "expires_at": expires,
+            "tags": tuple(tags),
+            "now": now,
         }
         if joint:  # embed first: the entry and its vector are written in one transaction
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))
@@ -769,8 +810,9 @@ class LayeredCache:
         agree = yield from self._judge.agree_flow(pending, response, self.embedder)
         self._stats.judged(pending.namespace, pending.kind, pending.similarity, agree)
         if agree is not None:
-            yield Op(self._bound, "record", (pending.namespace, pending.similarity),
-                     {"wrong": not agree})
+            yield Op(
+                self._bound, "record", (pending.namespace, pending.similarity), {"wrong": not agree}
+            )
 
     # ------------------------------------------------------------------ lookup
     def _begin_lookup(self, policy: str, namespace: str) -> bool:
@@ -802,8 +844,14 @@ class LayeredCache:
             if kind:
                 self._judge.expect(
                     outcome.query_key,
-                    Pending(hit.namespace, outcome.query, hit.matched_prompt, hit.response,
-                            hit.similarity if hit.similarity is not None else 0.0, kind),
+                    Pending(
+                        hit.namespace,
+                        outcome.query,
+                        hit.matched_prompt,
+                        hit.response,
+                        hit.similarity if hit.similarity is not None else 0.0,
+                        kind,
+                    ),
                 )
                 hit, label = None, kind
         elif hit is None and outcome.explore is not None:
@@ -1026,8 +1074,9 @@ class LayeredCache:
                 keys = rq.keys_for(req, version)
                 ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
                 expires = self.ttl_policy.expires_at(now, ttl_s)
-                record = rq.encode_record(req.prompt, response, tokens=None, created=now,
-                                          tier=tier, expires=expires)
+                record = rq.encode_record(
+                    req.prompt, response, tokens=None, created=now, tier=tier, expires=expires
+                )
                 write: dict[str, Any] = {}
                 if self._semantic_on(req):
                     vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
@@ -1055,8 +1104,9 @@ class LayeredCache:
 
     # ------------------------------------------------------------------ single-flight
     def _flight_key(self, req: rq.Request) -> str:
-        return digest(req.namespace, req.llm_hash, req.template_version, req.context_hash,
-                      req.normalized)
+        return digest(
+            req.namespace, req.llm_hash, req.template_version, req.context_hash, req.normalized
+        )
 
     def get_or_compute(
         self,
@@ -1091,9 +1141,17 @@ class LayeredCache:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
         return self.fetch(
-            prompt, compute, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy, ttl=ttl, tags=tags,
-            tokens=tokens, verbatim=verbatim,
+            prompt,
+            compute,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            verbatim=verbatim,
         ).value
 
     def fetch(
@@ -1124,8 +1182,13 @@ class LayeredCache:
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)  # before the model is paid
         hit = self.lookup(
-            prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy, verbatim=verbatim,
+            prompt,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
+            verbatim=verbatim,
         )
         flight_key = self._flight_key(req)
 
@@ -1140,9 +1203,18 @@ class LayeredCache:
             refused = self._remember_negative(flight_key, value)
             if policy != "no_store" and is_cacheable(value) and not refused:
                 try:
-                    self.store(prompt, value, llm_string, namespace, context=context,
-                               template_version=template_version, ttl=ttl, tags=tag_list,
-                               tokens=n, verbatim=verbatim)
+                    self.store(
+                        prompt,
+                        value,
+                        llm_string,
+                        namespace,
+                        context=context,
+                        template_version=template_version,
+                        ttl=ttl,
+                        tags=tag_list,
+                        tokens=n,
+                        verbatim=verbatim,
+                    )
                 except AgentCacheError as exc:  # the paid answer is returned all the same
                     self._store_failed(exc)
             return value
@@ -1150,8 +1222,12 @@ class LayeredCache:
         if hit is not None:
             lease = self._claim_refresh(hit, flight_key)
             if lease is not None:
-                threading.Thread(target=self._refresh, args=(flight_key, lease, compute_and_store),
-                                 name="agent-cache-refresh", daemon=True).start()
+                threading.Thread(
+                    target=self._refresh,
+                    args=(flight_key, lease, compute_and_store),
+                    name="agent-cache-refresh",
+                    daemon=True,
+                ).start()
             return Fetched(hit.response, hit)
         found, negative = self._negative_hit(flight_key)
         if found:
@@ -1193,9 +1269,17 @@ class LayeredCache:
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
         got = await self.afetch(
-            prompt, compute, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy, ttl=ttl, tags=tags,
-            tokens=tokens, verbatim=verbatim,
+            prompt,
+            compute,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            verbatim=verbatim,
         )
         return got.value
 
@@ -1218,8 +1302,13 @@ class LayeredCache:
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)
         hit = await self.alookup(
-            prompt, llm_string, namespace, context=context,
-            template_version=template_version, policy=policy, verbatim=verbatim,
+            prompt,
+            llm_string,
+            namespace,
+            context=context,
+            template_version=template_version,
+            policy=policy,
+            verbatim=verbatim,
         )
         flight_key = self._flight_key(req)
 
@@ -1234,9 +1323,18 @@ class LayeredCache:
             refused = self._remember_negative(flight_key, value)
             if policy != "no_store" and is_cacheable(value) and not refused:
                 try:
-                    await self.astore(prompt, value, llm_string, namespace, context=context,
-                                      template_version=template_version, ttl=ttl,
-                                      tags=tag_list, tokens=n, verbatim=verbatim)
+                    await self.astore(
+                        prompt,
+                        value,
+                        llm_string,
+                        namespace,
+                        context=context,
+                        template_version=template_version,
+                        ttl=ttl,
+                        tags=tag_list,
+                        tokens=n,
+                        verbatim=verbatim,
+                    )
                 except AgentCacheError as exc:
                     self._store_failed(exc)
             return value
@@ -1313,8 +1411,9 @@ class LayeredCache:
             if flight_key in self._refreshing:
                 return None
             self._refreshing.add(flight_key)
-        lease = Lease(self.kv_store, f"refresh:{flight_key}", ttl=self._flight.timeout,
-                      on_error=self._failed)
+        lease = Lease(
+            self.kv_store, f"refresh:{flight_key}", ttl=self._flight.timeout, on_error=self._failed
+        )
         if lease.acquire() is False:  # another process refreshes it
             with self._refresh_lock:
                 self._refreshing.discard(flight_key)
@@ -1361,8 +1460,9 @@ class LayeredCache:
         return n
 
     def _lease(self, flight_key: str) -> Lease:
-        return Lease(self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout,
-                     on_error=self._failed)
+        return Lease(
+            self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout, on_error=self._failed
+        )
 
     def _contend_flow(self, req: rq.Request, lease: Lease) -> Flow[tuple[CacheHit | None, bool]]:
         """Single-flight across processes on a shared store (SQLite file, Redis).
@@ -1600,11 +1700,13 @@ class LayeredCache:
             version = self.kv_store.get_counter(rq.version_counter(req.namespace))
             keys = rq.keys_for(req, version)
             vector = self.embedder.embed([req.prompt])[0]
-            matches = self.vector_store.query(vector, k=self.top_k, scope=keys.scope,
-                                              now=self.clock())
+            matches = self.vector_store.query(
+                vector, k=self.top_k, scope=keys.scope, now=self.clock()
+            )
         verdicts = run_sync(self._verdicts_flow(req, matches))
-        return Explanation(req.prompt, req.namespace, self.threshold_for(req.namespace),
-                           tuple(verdicts))
+        return Explanation(
+            req.prompt, req.namespace, self.threshold_for(req.namespace), tuple(verdicts)
+        )
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -1718,4 +1820,3 @@ def _make_kv(
     from agent_cache.stores import MemoryStore
 
     return MemoryStore()
-

@@ -184,8 +184,9 @@ class ScoredQuery:
 
 
 def _embed(embedder: Embedder, texts: Sequence[str], batch_size: int) -> np.ndarray:
-    parts = [embedder.embed(list(texts[i : i + batch_size])) for i in range(0, len(texts),
-                                                                           batch_size)]
+    parts = [
+        embedder.embed(list(texts[i : i + batch_size])) for i in range(0, len(texts), batch_size)
+    ]
     return np.vstack(parts).astype(np.float32) if parts else np.zeros((0, 1), np.float32)
 
 
@@ -385,8 +386,7 @@ def calibrate(
     pairs = load_pairs(path, limit=limit, seed=seed)
     judge = load_pairs(path)  # clusters from the whole file, not only the sample's rows
     mode = "veto" if reranker is not None else "engine"
-    queries = score_queries(pairs, embedder, verifier=reranker, judge_with=judge,
-                            progress=progress)
+    queries = score_queries(pairs, embedder, verifier=reranker, judge_with=judge, progress=progress)
     points = curve(queries, GRID, mode)
     chosen = pick(points, target_precision)
     fallback = chosen is None

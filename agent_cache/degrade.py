@@ -48,8 +48,10 @@ def looks_refused(value: Any) -> bool:
     """
     if not is_cacheable(value):
         return True
-    text = value if isinstance(value, str) else (
-        value.get("text", value.get("content")) if isinstance(value, dict) else None
+    text = (
+        value
+        if isinstance(value, str)
+        else (value.get("text", value.get("content")) if isinstance(value, dict) else None)
     )
     return isinstance(text, str) and len(text) < 300 and bool(_REFUSAL.match(text))
 
@@ -57,8 +59,9 @@ def looks_refused(value: Any) -> bool:
 class NegativeCache:
     """A short-lived, bounded, per-process memory of prompts that got no real answer."""
 
-    def __init__(self, ttl: float, *, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl: float, *, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if not ttl > 0:
             raise ConfigurationError(f"negative_ttl must be > 0 seconds, got {ttl!r}")
         self.ttl = ttl
@@ -118,8 +121,9 @@ class ModelGate:
         on_error: Callable[[Exception, str], None] = lambda exc, what: None,
     ) -> None:
         for label, value in (("max_model_calls", limit), ("shared_model_calls", shared_limit)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
                 raise ConfigurationError(f"{label} must be an int >= 1 or None, got {value!r}")
         if queue < 0 or wait < 0:
             raise ConfigurationError("model_queue and model_wait must be >= 0")

@@ -75,32 +75,116 @@ _TOKEN = re.compile(
 )
 # comparison operators read as words, so that "!=" negates and "<" opposes ">"
 _OPERATORS = {
-    "!=": ("not", "equal"), "<>": ("not", "equal"), "==": ("equal",), "=": ("equal",),
-    "<": ("less",), ">": ("greater",), "<=": ("less", "equal"), ">=": ("greater", "equal"),
+    "!=": ("not", "equal"),
+    "<>": ("not", "equal"),
+    "==": ("equal",),
+    "=": ("equal",),
+    "<": ("less",),
+    ">": ("greater",),
+    "<=": ("less", "equal"),
+    ">=": ("greater", "equal"),
 }
 _PURE_NUMBER = re.compile(r"^\d+(?:[.,:]\d+)*$")
 _GLUED = re.compile(r"^(\d+(?:\.\d+)?)([a-z%°]+)$")
 _ORDINAL = re.compile(r"^(\d+)(st|nd|rd|th)$")
 _SENTENCE_END = frozenset(".?!:;\n")
 _CONTRACTIONS = {
-    "can't": ("can", "not"), "cannot": ("can", "not"), "won't": ("will", "not"),
-    "shan't": ("shall", "not"), "ain't": ("is", "not"), "i'm": ("i", "am"),
+    "can't": ("can", "not"),
+    "cannot": ("can", "not"),
+    "won't": ("will", "not"),
+    "shan't": ("shall", "not"),
+    "ain't": ("is", "not"),
+    "i'm": ("i", "am"),
     "let's": ("let", "us"),
 }
-_S_IS = frozenset({"what", "it", "that", "there", "here", "who", "where", "how", "when",
-                   "why", "which", "he", "she"})
+_S_IS = frozenset(
+    {
+        "what",
+        "it",
+        "that",
+        "there",
+        "here",
+        "who",
+        "where",
+        "how",
+        "when",
+        "why",
+        "which",
+        "he",
+        "she",
+    }
+)
 _NOT_ENTITY = frozenset({"i", "ok", "okay", "hi", "hello", "hey", "please", "thanks"})
 _AS_FOR = frozenset({"for", "as"})
 _ARTICLES = frozenset({"a", "an", "the", "please", "kindly"})
-_TEMPORAL_PREP = frozenset({"in", "on", "of", "by", "until", "till", "since", "before",
-                            "after", "during", "early", "late", "mid", "next", "last",
-                            "this", "every", "from", "to"})
+_TEMPORAL_PREP = frozenset(
+    {
+        "in",
+        "on",
+        "of",
+        "by",
+        "until",
+        "till",
+        "since",
+        "before",
+        "after",
+        "during",
+        "early",
+        "late",
+        "mid",
+        "next",
+        "last",
+        "this",
+        "every",
+        "from",
+        "to",
+    }
+)
 _PREFIXES = ("un", "in", "im", "il", "ir", "dis", "de", "non", "non-", "anti", "a", "mis")
-_SWAP_PREFIXES = frozenset({"in", "ex", "im", "de", "a", "as", "des", "up", "down", "over",
-                            "under", "pre", "post", "inter", "intra", "en", "dis", "un",
-                            "con", "pro", "sub", "super", "out", "on", "off", "em", "e",
-                            "re", "ad", "ab", "multi", "mono", "uni", "bi", "micro",
-                            "macro", "hyper", "hypo", "inbound", "ac"})
+_SWAP_PREFIXES = frozenset(
+    {
+        "in",
+        "ex",
+        "im",
+        "de",
+        "a",
+        "as",
+        "des",
+        "up",
+        "down",
+        "over",
+        "under",
+        "pre",
+        "post",
+        "inter",
+        "intra",
+        "en",
+        "dis",
+        "un",
+        "con",
+        "pro",
+        "sub",
+        "super",
+        "out",
+        "on",
+        "off",
+        "em",
+        "e",
+        "re",
+        "ad",
+        "ab",
+        "multi",
+        "mono",
+        "uni",
+        "bi",
+        "micro",
+        "macro",
+        "hyper",
+        "hypo",
+        "inbound",
+        "ac",
+    }
+)
 _SUFFIX_OPPOSITES = (("ful", "less"), ("er", "ee"), ("or", "ee"))
 
 
@@ -262,8 +346,13 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
         return [(w, w) for w in _OPERATORS[low]]
     if low.endswith("n't") and len(low) > 3:
         return [(raw[:-3], low[:-3]), ("not", "not")]
-    for suffix, full in (("'re", "are"), ("'ve", "have"), ("'ll", "will"), ("'d", "would"),
-                         ("'m", "am")):
+    for suffix, full in (
+        ("'re", "are"),
+        ("'ve", "have"),
+        ("'ll", "will"),
+        ("'d", "would"),
+        ("'m", "am"),
+    ):
         if low.endswith(suffix) and len(low) > len(suffix):
             n = len(suffix)
             return [(raw[:-n], low[:-n]), (full, full)]
@@ -350,8 +439,14 @@ _COMMON = 5000  # dictionary frequency above which a capitalized word may be pla
 def _demote_title_case(toks: list[_Tok]) -> None:
     """In Title Case Writing ("the English Language", "Mobile App") capitals say little:
     common dictionary words there are not names."""
-    capitalized = [t for t in toks if t.entity and t.kind == "word" and t.text[:1].isupper()
-                   and sum(ch.isupper() for ch in t.text) == 1]
+    capitalized = [
+        t
+        for t in toks
+        if t.entity
+        and t.kind == "word"
+        and t.text[:1].isupper()
+        and sum(ch.isupper() for ch in t.text) == 1
+    ]
     if len(capitalized) < 2:
         return
     for t in capitalized:
@@ -406,8 +501,10 @@ def _read_temporal(toks: list[_Tok]) -> None:
             near_number = (nxt is not None and nxt.kind == "num") or (
                 i and toks[i - 1].kind == "num"
             )
-            if low not in lx.AMBIGUOUS_MONTHS or near_number or (
-                tok.entity and prev in _TEMPORAL_PREP
+            if (
+                low not in lx.AMBIGUOUS_MONTHS
+                or near_number
+                or (tok.entity and prev in _TEMPORAL_PREP)
             ):
                 tok.temporal = lx.MONTHS[low]
         elif low == "fall" and prev in ("this", "next", "last", "the", "in"):
@@ -640,8 +737,10 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             for t in other[start:]:
                 if t.used or t.kind == "sym":
                     break
-                if run and t.low in ("of", "and", "the", "for", "&") and not target.startswith(
-                    spelled + t.low[:1]
+                if (
+                    run
+                    and t.low in ("of", "and", "the", "for", "&")
+                    and not target.startswith(spelled + t.low[:1])
                 ):
                     run.append(t)
                     continue
@@ -655,9 +754,7 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
                 for t in run:
                     t.used = True
                 tok.used = True
-                found.append(
-                    Difference("acronym", tok.text, " ".join(t.text for t in run), False)
-                )
+                found.append(Difference("acronym", tok.text, " ".join(t.text for t in run), False))
                 break
     return found
 
@@ -680,8 +777,12 @@ def _compare_numbers(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     clash = [(n, qu[n], cu[n]) for n in qu.keys() & cu.keys() if qu[n] != cu[n]]
     if clash:
         return [
-            Difference("numbers", " ".join(f"{n} {u}" for n, u, _ in clash),
-                       " ".join(f"{n} {u}" for n, _, u in clash), True)
+            Difference(
+                "numbers",
+                " ".join(f"{n} {u}" for n, u, _ in clash),
+                " ".join(f"{n} {u}" for n, _, u in clash),
+                True,
+            )
         ]
     return []
 
@@ -793,8 +894,9 @@ def _swapped(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         rq, lq = relation_args(q, t.pos, True)
         rc, lc = relation_args(c, u.pos, False)
         if rq is not None and rc is not None and rq != rc and rq in lc and rc in lq:
-            return Difference("order", f"… {t.text} {_show(q, rq)}", f"… {u.text} {_show(q, rc)}",
-                              True)
+            return Difference(
+                "order", f"… {t.text} {_show(q, rq)}", f"… {u.text} {_show(q, rc)}", True
+            )
     # a pure permutation of the same content words: X beat Y / Y beat X
     content_q = Counter(sorted(t.lemmas)[0] for t in q if t.content)
     content_c = Counter(sorted(t.lemmas)[0] for t in c if t.content)
@@ -854,8 +956,11 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         diffs.append(_diff("temporal", sorted(tq - tc), sorted(tc - tq)))
     if _negations(q) % 2 != _negations(c) % 2:
         diffs.append(
-            _diff("negation", [t.text for t in q if t.low in lx.NEGATIONS],
-                  [t.text for t in c if t.low in lx.NEGATIONS])
+            _diff(
+                "negation",
+                [t.text for t in q if t.low in lx.NEGATIONS],
+                [t.text for t in c if t.low in lx.NEGATIONS],
+            )
         )
     wq, wc = _questions(q), _questions(c)
     if wq - wc and wc - wq:  # why vs when: a one-sided "why?" adds a request, not a change
@@ -880,8 +985,12 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         for t in side:
             if t.entity and not t.used:
                 diffs.append(
-                    Difference("entities", t.text if name == "query" else "",
-                               t.text if name == "candidate" else "", True)
+                    Difference(
+                        "entities",
+                        t.text if name == "query" else "",
+                        t.text if name == "candidate" else "",
+                        True,
+                    )
                 )
 
     aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
@@ -932,8 +1041,25 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
 
 def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
     """Unmatched audience/role words that qualify the question ("for kids", "as a guest")."""
-    skip = frozenset({"a", "an", "the", "my", "our", "your", "their", "his", "her", "new",
-                      "first", "time", "young", "older", "small"})
+    skip = frozenset(
+        {
+            "a",
+            "an",
+            "the",
+            "my",
+            "our",
+            "your",
+            "their",
+            "his",
+            "her",
+            "new",
+            "first",
+            "time",
+            "young",
+            "older",
+            "small",
+        }
+    )
     out = []
     for t in left:
         if not any(lem in lx.AUDIENCE for lem in t.lemmas | {t.low}):
@@ -943,8 +1069,14 @@ def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
             i -= 1
         if i >= 0 and (toks[i].low in _AS_FOR or toks[i].low in ("class", "plan")):
             out.append(t)
-        elif t.pos + 1 < len(toks) and toks[t.pos + 1].low in ("class", "plan", "account",
-                                                               "user", "users", "mode"):
+        elif t.pos + 1 < len(toks) and toks[t.pos + 1].low in (
+            "class",
+            "plan",
+            "account",
+            "user",
+            "users",
+            "mode",
+        ):
             out.append(t)
         else:
             out.append(t) if t.entity else None

@@ -208,12 +208,28 @@ def finish(
         if policy.combiner is not None:
             p = policy.combiner.probability(features(v.candidate.similarity, s, v.analysis))
             ok = p >= policy.combiner.cut
-            out.append(Verdict(v.candidate, "serve" if ok else "refused",
-                               "" if ok else "verifier", p, v.analysis, s))
+            out.append(
+                Verdict(
+                    v.candidate,
+                    "serve" if ok else "refused",
+                    "" if ok else "verifier",
+                    p,
+                    v.analysis,
+                    s,
+                )
+            )
         else:
             ok = s >= policy.rerank_threshold
-            out.append(Verdict(v.candidate, "serve" if ok else "refused",
-                               "" if ok else "verifier", s, v.analysis, s))
+            out.append(
+                Verdict(
+                    v.candidate,
+                    "serve" if ok else "refused",
+                    "" if ok else "verifier",
+                    s,
+                    v.analysis,
+                    s,
+                )
+            )
     served = sorted((v for v in out if v.outcome == "serve"), key=lambda v: -v.score)
     return served + [v for v in out if v.outcome != "serve"]
 

@@ -39,9 +39,21 @@ _JUDGED = 20_000
 _SHOWN = ("coalesced", "lock_timeouts", "threshold_raised")
 # counters with a field of their own in CacheStats (not repeated under ``counters``)
 _OWN = {
-    "lookups", "misses", "bypassed", "control", "stores", "skipped_stores", "errors",
-    "tokens_saved", "kv_prompt_tokens", "kv_cached_tokens", "evicted", "audited",
-    "explored", "cost_saved", "lookup_errors",
+    "lookups",
+    "misses",
+    "bypassed",
+    "control",
+    "stores",
+    "skipped_stores",
+    "errors",
+    "tokens_saved",
+    "kv_prompt_tokens",
+    "kv_cached_tokens",
+    "evicted",
+    "audited",
+    "explored",
+    "cost_saved",
+    "lookup_errors",
 }
 _OWN_PREFIXES = ("hit:", "refused:", "shadow:", "feedback:", "saved:", "outcome:", "control:")
 
@@ -230,8 +242,7 @@ class CacheStats:
     def load(cls, path: str | os.PathLike[str]) -> CacheStats:
         """Read a snapshot written by :meth:`save`."""
         d = json.loads(Path(path).read_text(encoding="utf-8"))
-        names = {k for k in cls.__dataclass_fields__ if k not in ("namespaces", "events",
-                                                                   "judged")}
+        names = {k for k in cls.__dataclass_fields__ if k not in ("namespaces", "events", "judged")}
         kwargs = {k: v for k, v in d.items() if k in names}
         kwargs["namespaces"] = {
             ns: NamespaceStats(**{k: v for k, v in s.items() if k != "hit_rate"})
@@ -289,8 +300,20 @@ class CacheStats:
             rows.append(("KV layer (vLLM cached tokens)", f"{self.kv_hit_rate:.1%}"))
         return rows
 
-    _NS_HEAD = ("namespace", "lookups", "exact", "template", "semantic", "misses",
-                "hit rate", "refused", "p50 ms", "p95 ms", "tokens saved", "money saved")
+    _NS_HEAD = (
+        "namespace",
+        "lookups",
+        "exact",
+        "template",
+        "semantic",
+        "misses",
+        "hit rate",
+        "refused",
+        "p50 ms",
+        "p95 ms",
+        "tokens saved",
+        "money saved",
+    )
 
     def _ns_rows(self) -> list[tuple[str, ...]]:
         out = []
@@ -527,10 +550,16 @@ class StatsRecorder:
 
         namespaces = {
             ns: NamespaceStats(
-                lookups=c["lookups"], hits=hits(c), misses=c["misses"],
-                refused=group(c, "refused:"), latency_ms=lat(lat_ns.get(ns, {}), True),
-                tokens_saved=group(c, "saved:"), cost_saved=cost.get(ns, 0.0),
-                shadow=group(c, "shadow:"), bypassed=c["bypassed"], control=c["control"],
+                lookups=c["lookups"],
+                hits=hits(c),
+                misses=c["misses"],
+                refused=group(c, "refused:"),
+                latency_ms=lat(lat_ns.get(ns, {}), True),
+                tokens_saved=group(c, "saved:"),
+                cost_saved=cost.get(ns, 0.0),
+                shadow=group(c, "shadow:"),
+                bypassed=c["bypassed"],
+                control=c["control"],
             )  # fmt: skip
             for ns, c in sorted(per.items())
             if ns and c["lookups"]
@@ -562,8 +591,10 @@ class StatsRecorder:
             shadow=group(total, "shadow:"),
             tokens_saved=total["tokens_saved"],
             latency_ms=lat(lat_all, False),
-            kv={"prompt_tokens": total["kv_prompt_tokens"],
-                "cached_tokens": total["kv_cached_tokens"]},  # fmt: skip
+            kv={
+                "prompt_tokens": total["kv_prompt_tokens"],
+                "cached_tokens": total["kv_cached_tokens"],
+            },  # fmt: skip
             feedback=group(total, "feedback:"),
             evicted=total["evicted"],
             audited=total["audited"],

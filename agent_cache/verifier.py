@@ -127,8 +127,9 @@ def mine_neighbours(
 ) -> list[Row]:
     """The cache's own decisions as training rows: each ``b`` against its top-k stored
     ``a`` (by the embedder), labeled 1 when the clusters say duplicate, else 0."""
-    queries = score_queries(pairs, embedder, top_k=top_k, judge_with=judge_with,
-                            min_similarity=2.0)  # no analysis needed here
+    queries = score_queries(
+        pairs, embedder, top_k=top_k, judge_with=judge_with, min_similarity=2.0
+    )  # no analysis needed here
     rows: list[Row] = []
     for q in queries:
         for c in q.candidates:
@@ -144,16 +145,22 @@ def mine_neighbours(
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _NUM = re.compile(r"\b\d+(?:\.\d+)?\b")
 _REL = re.compile(r"\b(\w+) (than|to|into|from|vs|over) (\w+)\b")
-_AUX = re.compile(r"\b(is|are|can|do|does|did|should|will|was|were|could|would)\b",
-                  re.IGNORECASE)
+_AUX = re.compile(r"\b(is|are|can|do|does|did|should|will|was|were|could|would)\b", re.IGNORECASE)
 _OPP: dict[str, list[str]] = {}
 for _a, _b in lx.OPPOSITE_PAIRS:
     _OPP.setdefault(_a, []).append(_b)
     _OPP.setdefault(_b, []).append(_a)
 _TEMPORAL_SWAPS = [
-    ("today", "tomorrow"), ("tomorrow", "yesterday"), ("tonight", "tomorrow night"),
-    ("this week", "next week"), ("next month", "last month"), ("morning", "evening"),
-    ("monday", "friday"), ("tuesday", "sunday"), ("summer", "winter"), ("january", "june"),
+    ("today", "tomorrow"),
+    ("tomorrow", "yesterday"),
+    ("tonight", "tomorrow night"),
+    ("this week", "next week"),
+    ("next month", "last month"),
+    ("morning", "evening"),
+    ("monday", "friday"),
+    ("tuesday", "sunday"),
+    ("summer", "winter"),
+    ("january", "june"),
 ]
 
 
@@ -189,8 +196,11 @@ def perturb(text: str, rng: random.Random, names: Sequence[str] = ()) -> tuple[s
             if nums:
                 m = rng.choice(nums)
                 value = m.group(0)
-                new = str(int(float(value)) + rng.choice([1, 2, 10])) if "." not in value else (
-                    value[:-1] + str((int(value[-1]) + 1) % 10))
+                new = (
+                    str(int(float(value)) + rng.choice([1, 2, 10]))
+                    if "." not in value
+                    else (value[:-1] + str((int(value[-1]) + 1) % 10))
+                )
                 out = text[: m.start()] + new + text[m.end() :]
         elif op == "temporal":
             low = text.lower()
@@ -229,8 +239,14 @@ def _typo(text: str, rng: random.Random) -> str | None:
 def counterfactuals(questions: Sequence[str], n: int, *, seed: int = 0) -> list[Row]:
     """``n`` rows: hard negatives made by :func:`perturb`, and 1 typo'd positive in 5."""
     rng = random.Random(seed)
-    names = sorted({m.group(0) for q in questions[:5000] for m in _WORD.finditer(q)
-                    if m.start() > 0 and m.group(0)[0].isupper()})
+    names = sorted(
+        {
+            m.group(0)
+            for q in questions[:5000]
+            for m in _WORD.finditer(q)
+            if m.start() > 0 and m.group(0)[0].isupper()
+        }
+    )
     rows: list[Row] = []
     tries = 0
     while len(rows) < n and tries < 20 * n and questions:
@@ -298,27 +314,45 @@ def fit_combiner(
     w = _fit_logistic(np.asarray(xs), np.asarray(ys))
     weights = {"bias": float(w[0])} | {f: float(v) for f, v in zip(_FEATURES, w[1:], strict=True)}
     draft = semantic.Combiner(weights, 0.5, min_similarity)
-    cuts = [round(0.05 * i, 2) for i in range(1, 16)] + [round(0.8 + 0.01 * i, 2)
-                                                         for i in range(20)]
+    cuts = [round(0.05 * i, 2) for i in range(1, 16)] + [
+        round(0.8 + 0.01 * i, 2) for i in range(20)
+    ]
     points = curve(queries, cuts, "combiner", combiner=draft)
     chosen = pick(points, target_precision)
     engine = pick(curve(queries, mode="engine"), target_precision)
-    verifier_scores = [c.verifier for q in queries for c in q.candidates
-                       if c.verifier is not None and not c.refused]
-    verifier_labels = [int(c.verdict == "correct") for q in queries for c in q.candidates
-                       if c.verifier is not None and not c.refused]
+    verifier_scores = [
+        c.verifier
+        for q in queries
+        for c in q.candidates
+        if c.verifier is not None and not c.refused
+    ]
+    verifier_labels = [
+        int(c.verdict == "correct")
+        for q in queries
+        for c in q.candidates
+        if c.verifier is not None and not c.refused
+    ]
     measured: dict[str, Any] = {
         "held_out_queries": len(queries),
         "candidates": len(xs),
         "verifier_auc": round(_auc(verifier_scores, verifier_labels), 4),
         "curve": [
-            {"cut": p.threshold, "hits": p.hits, "precision": round(p.precision, 4),
-             "precision_lower": round(p.precision_lower, 4), "hit_rate": round(p.hit_rate, 4)}
+            {
+                "cut": p.threshold,
+                "hits": p.hits,
+                "precision": round(p.precision, 4),
+                "precision_lower": round(p.precision_lower, 4),
+                "hit_rate": round(p.hit_rate, 4),
+            }
             for p in points
         ],
-        "engine_at_target": None if engine is None else {
-            "threshold": engine.threshold, "hit_rate": round(engine.hit_rate, 4),
-            "precision_lower": round(engine.precision_lower, 4)},
+        "engine_at_target": None
+        if engine is None
+        else {
+            "threshold": engine.threshold,
+            "hit_rate": round(engine.hit_rate, 4),
+            "precision_lower": round(engine.precision_lower, 4),
+        },
     }
     if chosen is None:
         cut, bound = 0.99, None
@@ -330,8 +364,10 @@ def fit_combiner(
         measured["recommended"] = bool(beats and weights["verifier_logit"] > 0)
         measured["hit_rate_at_target"] = round(chosen.hit_rate, 4)
         if not measured["recommended"]:
-            measured["why"] = ("at the target, the verifier does not raise the hit rate over "
-                               "the difference analysis + cosine on held-out pairs")
+            measured["why"] = (
+                "at the target, the verifier does not raise the hit rate over "
+                "the difference analysis + cosine on held-out pairs"
+            )
     return semantic.Combiner(weights, cut, min_similarity, target_precision, bound, measured)
 
 
@@ -401,8 +437,7 @@ def train_verifier(
         torch.set_num_threads(threads)
     every = load_pairs(pairs_path) if isinstance(pairs_path, (str, Path)) else list(pairs_path)
     excluded = {normalize(t) for t in exclude} if exclude else set()
-    usable = [p for p in every
-              if normalize(p.a) not in excluded and normalize(p.b) not in excluded]
+    usable = [p for p in every if normalize(p.a) not in excluded and normalize(p.b) not in excluded]
     if not usable:
         raise ConfigurationError("no training pairs left after the exclusion")
     if holdout:
@@ -412,15 +447,17 @@ def train_verifier(
     if not train:
         raise ConfigurationError("no training pairs left after the hold-out")
     emb: Embedder = (
-        embedder if embedder is not None and not isinstance(embedder, str)
+        embedder
+        if embedder is not None and not isinstance(embedder, str)
         else embedder_from(embedder or DEFAULT_EMBEDDER)
     )
     total = limit if limit is not None else len(train) * 2
     n_mined = int(total * mined_share)
     n_cf = int(total * counterfactual_share)
     n_pairs = max(1, total - n_mined - n_cf)
-    rows = prepare_examples(train, limit=min(n_pairs, len(train)), seed=seed,
-                            both_orders=both_orders)
+    rows = prepare_examples(
+        train, limit=min(n_pairs, len(train)), seed=seed, both_orders=both_orders
+    )
     started = time.perf_counter()
     if n_mined:
         say(f"mining the embedder's nearest neighbours for {len(train)} training pairs ...")
@@ -430,14 +467,23 @@ def train_verifier(
         rows += counterfactuals(questions, n_cf, seed=seed)
     random.Random(seed).shuffle(rows)
     positives = sum(r[2] == 1.0 for r in rows)
-    say(f"training rows: {len(rows)} ({positives} positive; pairs, mined neighbours and "
-        f"counterfactuals) prepared in {time.perf_counter() - started:.0f} s")
-    dataset = Dataset.from_dict(
-        {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows],
-         "label": [r[2] for r in rows]}
+    say(
+        f"training rows: {len(rows)} ({positives} positive; pairs, mined neighbours and "
+        f"counterfactuals) prepared in {time.perf_counter() - started:.0f} s"
     )
-    model = CrossEncoder(resolve_model_path(base or DEFAULT_EMBEDDER), num_labels=1,
-                         max_length=max_length, device="cpu")
+    dataset = Dataset.from_dict(
+        {
+            "sentence1": [r[0] for r in rows],
+            "sentence2": [r[1] for r in rows],
+            "label": [r[2] for r in rows],
+        }
+    )
+    model = CrossEncoder(
+        resolve_model_path(base or DEFAULT_EMBEDDER),
+        num_labels=1,
+        max_length=max_length,
+        device="cpu",
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="agent-cache-verifier-") as tmp:
@@ -457,8 +503,9 @@ def train_verifier(
             dataloader_num_workers=0,
             disable_tqdm=log is None,
         )
-        trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=dataset,
-                                      loss=BinaryCrossEntropyLoss(model))
+        trainer = CrossEncoderTrainer(
+            model=model, args=args, train_dataset=dataset, loss=BinaryCrossEntropyLoss(model)
+        )
         started = time.perf_counter()
         trainer.train()
         say(f"trained in {time.perf_counter() - started:.0f} s")
@@ -470,22 +517,43 @@ def train_verifier(
         if holdout_limit is not None and len(held) > holdout_limit:
             sample = random.Random(seed).sample(held, holdout_limit)
         say(f"scoring {len(sample)} held-out pairs to fit the combiner ...")
-        queries = score_queries(sample, emb, verifier=CrossEncoderReranker(model),
-                                judge_with=every, progress=_progress(log))
+        queries = score_queries(
+            sample,
+            emb,
+            verifier=CrossEncoderReranker(model),
+            judge_with=every,
+            progress=_progress(log),
+        )
         combiner = fit_combiner(queries, target_precision=target_precision)
         combiner.save(out)
         m = combiner.measured
-        say(f"combiner: cut {combiner.cut:.2f}, precision lower bound "
+        say(
+            f"combiner: cut {combiner.cut:.2f}, precision lower bound "
             f"{combiner.precision_bound} at target {target_precision} on held-out questions; "
-            f"verifier AUC {m.get('verifier_auc')}")
+            f"verifier AUC {m.get('verifier_auc')}"
+        )
         if not m.get("recommended"):
-            say(f"WARNING: {m.get('why', 'the verifier is not recommended')}: keep the "
-                "default (no verifier) or train on more pairs.")
+            say(
+                f"WARNING: {m.get('why', 'the verifier is not recommended')}: keep the "
+                "default (no verifier) or train on more pairs."
+            )
     (out / "agent_cache_training.json").write_text(
-        json.dumps({"rows": len(rows), "positives": positives, "pairs": len(train),
-                    "held_out_pairs": len(held), "seed": seed, "epochs": epochs,
-                    "mined_share": mined_share, "counterfactual_share": counterfactual_share},
-                   indent=2) + "\n", encoding="utf-8")
+        json.dumps(
+            {
+                "rows": len(rows),
+                "positives": positives,
+                "pairs": len(train),
+                "held_out_pairs": len(held),
+                "seed": seed,
+                "epochs": epochs,
+                "mined_share": mined_share,
+                "counterfactual_share": counterfactual_share,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return out
 
 
@@ -503,4 +571,3 @@ def _progress(log: Callable[[str], None] | None) -> Callable[[Iterable[Any]], It
         return bar
 
     return wrap
-

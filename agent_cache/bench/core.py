@@ -496,12 +496,12 @@ def _bench_semantic(
             "mem": "search `MemoryVectorStore`",
             "ch": "search `ChromaVectorStore`",
             "e2e_mem": "e2e miss `LayeredCache(path=None)`",
-            "e2e_ch": "e2e miss `LayeredCache(path=dir, vector_backend=\"chroma\")`",
+            "e2e_ch": 'e2e miss `LayeredCache(path=dir, vector_backend="chroma")`',
             "ch_nofilter": "Chroma query without `where` (diagnostic)",
             "embed_1t": "embed 1 query, torch 1 thread (diagnostic)",
             "e2e_mem_1t": "e2e miss `LayeredCache(path=None)`, torch 1 thread (diagnostic)",
             "e2e_ch_1t": (
-                "e2e miss `LayeredCache(path=dir, vector_backend=\"chroma\")`, "
+                'e2e miss `LayeredCache(path=dir, vector_backend="chroma")`, '
                 "torch 1 thread (diagnostic)"
             ),
         }
@@ -656,7 +656,7 @@ def _render_semantic(sem: dict[str, Any] | None) -> list[str]:
         f"Embedder: `{sem['embedder']}` ({sem['dim']}-d, loaded in {sem['model_load_s']:.1f} s), "
         "one short question per call, every question distinct (no memo hit). Vector stores: "
         "the caches' own `MemoryVectorStore` (`path=None`) and `ChromaVectorStore` "
-        "(`path=dir, vector_backend=\"chroma\"`, embedded persistent Chroma), filled with "
+        '(`path=dir, vector_backend="chroma"`, embedded persistent Chroma), filled with '
         "random L2-normalized vectors in "
         "the cache's own scope (`add` in batches of 5,000), so every search scans the whole "
         "scope. The end-to-end row is `LayeredCache.lookup` of a real, distinct question: exact "

@@ -70,13 +70,22 @@ def _best_at(points: Sequence[CurvePoint], target: float) -> CurvePoint | None:
 def _row(p: CurvePoint | None) -> dict[str, Any] | None:
     if p is None:
         return None
-    return {"point": p.threshold, "hit_rate": p.hit_rate, "precision": p.precision,
-            "precision_lower": p.precision_lower, "hits": p.hits}
+    return {
+        "point": p.threshold,
+        "hit_rate": p.hit_rate,
+        "precision": p.precision,
+        "precision_lower": p.precision_lower,
+        "hits": p.hits,
+    }
 
 
 def _gptcache_points(
-    stored: Sequence[str], queries: Sequence[ScoredQuery], embedder: Embedder,
-    thresholds: Sequence[float], judge: Callable[[str, str], str], log: Callable[[str], None],
+    stored: Sequence[str],
+    queries: Sequence[ScoredQuery],
+    embedder: Embedder,
+    thresholds: Sequence[float],
+    judge: Callable[[str, str], str],
+    log: Callable[[str], None],
 ) -> list[dict[str, Any]] | str:
     """GPTCache 0.1.44 run for real: put every stored question, get every query."""
     try:
@@ -123,11 +132,19 @@ def _gptcache_points(
             elapsed = time.perf_counter() - started
             dm.close()
         hits = correct + wrong + unknown
-        out.append({"threshold": t, "hits": hits, "hit_rate": pos_correct / positives,
-                    "precision": correct / hits if hits else 1.0,
-                    "lookup_ms": 1000 * elapsed / max(1, len(queries))})
-        log(f"  GPTCache similarity_threshold={t}: {hits} hits, precision "
-            f"{out[-1]['precision']:.3f}, hit rate {out[-1]['hit_rate']:.3f}")
+        out.append(
+            {
+                "threshold": t,
+                "hits": hits,
+                "hit_rate": pos_correct / positives,
+                "precision": correct / hits if hits else 1.0,
+                "lookup_ms": 1000 * elapsed / max(1, len(queries)),
+            }
+        )
+        log(
+            f"  GPTCache similarity_threshold={t}: {hits} hits, precision "
+            f"{out[-1]['precision']:.3f}, hit rate {out[-1]['hit_rate']:.3f}"
+        )
     return out
 
 
@@ -147,11 +164,11 @@ def _traps(
     }
 
     def ours(r: dict[str, Any], c: float, with_verifier: bool) -> bool:
-        policy = semantic.SemanticPolicy(threshold=DEFAULT_THRESHOLD,
-                                         combiner=combiner if with_verifier else None)
+        policy = semantic.SemanticPolicy(
+            threshold=DEFAULT_THRESHOLD, combiner=combiner if with_verifier else None
+        )
         cand = semantic.Candidate("x", "x", r["stored"], float(c))
-        verdicts = semantic.decide(r["query"], [cand], policy,
-                                   verifier if with_verifier else None)
+        verdicts = semantic.decide(r["query"], [cand], policy, verifier if with_verifier else None)
         return bool(verdicts) and verdicts[0].outcome == "serve"
 
     contenders["ours (default)"] = lambda r, c: ours(r, c, False)
@@ -172,8 +189,10 @@ def _traps(
             "traps_served": sum(a for a, _ in traps) / max(1, sum(b for _, b in traps)),
             "paraphrases_hit": sum(a for a, _ in para) / max(1, sum(b for _, b in para)),
         }
-        log(f"  traps, {name}: {table[name]['traps_served']:.1%} served, "
-            f"{table[name]['paraphrases_hit']:.1%} of paraphrases hit")
+        log(
+            f"  traps, {name}: {table[name]['traps_served']:.1%} served, "
+            f"{table[name]['paraphrases_hit']:.1%} of paraphrases hit"
+        )
     return {"pairs": len(rows), "contenders": table}
 
 
@@ -188,8 +207,9 @@ def _error_bound_replay(queries: Sequence[ScoredQuery], seed: int) -> dict[str, 
     rng = random.Random(seed)
     clock = [0.0]
     start = 0.80
-    bound = ErrorBound(0.05, MemoryStore(), base=lambda ns: start, clock=lambda: clock[0],
-                       lowest=0.70)
+    bound = ErrorBound(
+        0.05, MemoryStore(), base=lambda ns: start, clock=lambda: clock[0], lowest=0.70
+    )
     stream = [q for q in queries if q.candidates]
     windows: list[dict[str, float]] = []
     window: list[bool] = []
@@ -206,14 +226,23 @@ def _error_bound_replay(queries: Sequence[ScoredQuery], seed: int) -> dict[str, 
             else:
                 window.append(hit.verdict != "correct")
         else:
-            below = next((c for c in q.candidates if not c.refused
-                          and bound.lowest <= c.similarity < t), None)
+            below = next(
+                (c for c in q.candidates if not c.refused and bound.lowest <= c.similarity < t),
+                None,
+            )
             if below is not None and rng.random() < 0.20:
                 bound.record("qqp", below.similarity, wrong=below.verdict != "correct")
                 judged += 1
         if (i + 1) % len(stream) == 0:
-            windows.append({"requests": i + 1, "judged": judged, "threshold": t,
-                            "hits": len(window), "wrong_rate": sum(window) / max(1, len(window))})
+            windows.append(
+                {
+                    "requests": i + 1,
+                    "judged": judged,
+                    "threshold": t,
+                    "hits": len(window),
+                    "wrong_rate": sum(window) / max(1, len(window)),
+                }
+            )
             window = []
     return {"start_threshold": start, "windows": windows, "stream": len(stream)}
 
@@ -228,8 +257,9 @@ def _latency(
     for name, rer in (("default", None), ("with verifier", verifier_dir)):
         if name == "with verifier" and rer is None:
             continue
-        cache = LayeredCache(path=None, embedder=embedder,
-                             reranker=str(rer) if rer is not None else None)
+        cache = LayeredCache(
+            path=None, embedder=embedder, reranker=str(rer) if rer is not None else None
+        )
         cache.store_many([(s, f"a{i}") for i, s in enumerate(stored)])
         for p in probes[:5]:
             cache.lookup(p)  # load the models
@@ -238,8 +268,11 @@ def _latency(
             started = time.perf_counter()
             cache.lookup(p + " ?")  # never an exact hit
             times.append(1000 * (time.perf_counter() - started))
-        out[name] = {"p50": float(np.percentile(times, 50)), "p95": float(np.percentile(times, 95)),
-                     "n": len(times)}
+        out[name] = {
+            "p50": float(np.percentile(times, 50)),
+            "p95": float(np.percentile(times, 95)),
+            "n": len(times),
+        }
         cache.close()
     return out
 
@@ -252,17 +285,31 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 5.0), dpi=110)
-    styles = {"static": ("tab:gray", "--"), "ours": ("tab:blue", "-"),
-              "ours + verifier": ("tab:green", "-")}
+    styles = {
+        "static": ("tab:gray", "--"),
+        "ours": ("tab:blue", "-"),
+        "ours + verifier": ("tab:green", "-"),
+    }
     for name, (color, ls) in styles.items():
         pts = results["curves"].get(name)
         if pts:
-            ax.plot([p["hit_rate"] for p in pts], [p["precision"] for p in pts], ls,
-                    color=color, marker=".", label=name)
+            ax.plot(
+                [p["hit_rate"] for p in pts],
+                [p["precision"] for p in pts],
+                ls,
+                color=color,
+                marker=".",
+                label=name,
+            )
     g = results.get("gptcache")
     if isinstance(g, list) and g:
-        ax.plot([p["hit_rate"] for p in g], [p["precision"] for p in g], "s", color="tab:red",
-                label="GPTCache 0.1.44 (thresholds)")
+        ax.plot(
+            [p["hit_rate"] for p in g],
+            [p["precision"] for p in g],
+            "s",
+            color="tab:red",
+            label="GPTCache 0.1.44 (thresholds)",
+        )
     for target in TARGETS:
         ax.axhline(target, color="0.85", lw=0.8)
     ax.set_xlabel("hit rate (correct hits / positive-labeled queries)")
@@ -306,7 +353,8 @@ def _render(r: dict[str, Any]) -> str:
         "The highest hit rate each contender reaches while its measured precision on the "
         "unseen pairs stays at or above the target, and its ratio to the static design's.",
         "",
-        "| contender | " + " | ".join(f"hit rate @ precision ≥ {t:.2f}" for t in TARGETS)
+        "| contender | "
+        + " | ".join(f"hit rate @ precision ≥ {t:.2f}" for t in TARGETS)
         + " | × static @ 0.90 |",
         "|---|" + "---:|" * (len(TARGETS) + 1),
     ]
@@ -329,11 +377,16 @@ def _render(r: dict[str, Any]) -> str:
     ]
     g = r.get("gptcache")
     if isinstance(g, list):
-        lines += ["| GPTCache similarity_threshold | cosine served from | hits | precision | "
-                  "hit rate | lookup ms |", "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "| GPTCache similarity_threshold | cosine served from | hits | precision | "
+            "hit rate | lookup ms |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         for p in g:
-            lines.append(f"| {p['threshold']:.3f} | {2 * p['threshold'] - 1:.2f} | {p['hits']} "
-                         f"| {p['precision']:.3f} | {p['hit_rate']:.3f} | {p['lookup_ms']:.1f} |")
+            lines.append(
+                f"| {p['threshold']:.3f} | {2 * p['threshold'] - 1:.2f} | {p['hits']} "
+                f"| {p['precision']:.3f} | {p['hit_rate']:.3f} | {p['lookup_ms']:.1f} |"
+            )
         lines.append("")
     elif g:
         lines += [f"GPTCache: {g}", ""]
@@ -353,8 +406,10 @@ def _render(r: dict[str, Any]) -> str:
         if c is None:
             lines.append(f"| {t} | not reachable | | | | |")
             continue
-        lines.append(f"| {t} | {c['threshold']:.2f} | {c['bound']:.3f} | {c['hits']} | "
-                     f"{c['measured_precision']:.3f} | {c['measured_hit_rate']:.3f} |")
+        lines.append(
+            f"| {t} | {c['threshold']:.2f} | {c['bound']:.3f} | {c['hits']} | "
+            f"{c['measured_precision']:.3f} | {c['measured_hit_rate']:.3f} |"
+        )
     lines += ["", f"`DEFAULT_THRESHOLD` = {DEFAULT_THRESHOLD}.", ""]
     if r.get("verifier"):
         v = r["verifier"]
@@ -370,8 +425,14 @@ def _render(r: dict[str, Any]) -> str:
             "",
         ]
     t = r["traps"]
-    kinds = sorted({k.split(":", 1)[1] for c in t["contenders"].values() for k in c["by_kind"]
-                    if k.startswith("refuse:")})
+    kinds = sorted(
+        {
+            k.split(":", 1)[1]
+            for c in t["contenders"].values()
+            for k in c["by_kind"]
+            if k.startswith("refuse:")
+        }
+    )
     lines += [
         "### Trap suite",
         "",
@@ -386,8 +447,11 @@ def _render(r: dict[str, Any]) -> str:
         for k in kinds:
             a, b = c["by_kind"].get(f"refuse:{k}", [0, 0])
             cells.append(f"{a}/{b}")
-        lines.append(f"| {name} | {c['traps_served']:.1%} | " + " | ".join(cells)
-                     + f" | {c['paraphrases_hit']:.1%} |")
+        lines.append(
+            f"| {name} | {c['traps_served']:.1%} | "
+            + " | ".join(cells)
+            + f" | {c['paraphrases_hit']:.1%} |"
+        )
     eb = r["error_bound"]
     lines += [
         "",
@@ -402,13 +466,21 @@ def _render(r: dict[str, Any]) -> str:
         "|---:|---:|---:|---:|---:|",
     ]
     for w in eb["windows"]:
-        lines.append(f"| {w['requests']:,} | {w['judged']:,} | {w['threshold']:.2f} | "
-                     f"{w['hits']:,} | {w['wrong_rate']:.3f} |")
+        lines.append(
+            f"| {w['requests']:,} | {w['judged']:,} | {w['threshold']:.2f} | "
+            f"{w['hits']:,} | {w['wrong_rate']:.3f} |"
+        )
     lat = r["latency"]
-    lines += ["", "### Lookup latency", "",
-              "`LayeredCache.lookup` of an unseen question over 1,000 stored QQP questions "
-              "(embedding + k-NN + analysis, and the verifier when set):", "",
-              "| lookup | p50 ms | p95 ms |", "|---|---:|---:|"]
+    lines += [
+        "",
+        "### Lookup latency",
+        "",
+        "`LayeredCache.lookup` of an unseen question over 1,000 stored QQP questions "
+        "(embedding + k-NN + analysis, and the verifier when set):",
+        "",
+        "| lookup | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+    ]
     for name, v in lat.items():
         lines.append(f"| {name} | {v['p50']:.1f} | {v['p95']:.1f} |")
     lines += ["", "![precision against hit rate](img/semantic.png)", "", SECTION_END]
@@ -426,8 +498,15 @@ def _tag(verifier_dir: Path | None) -> str:
 def _save_scored(path: Path, queries: Sequence[ScoredQuery]) -> None:
     """Scoring 4,000 queries with a cross-encoder takes minutes on 2 cores: keep it (JSON)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"query": q.query, "label": q.label, "namespace": q.namespace,
-             "candidates": [vars(c) for c in q.candidates]} for q in queries]
+    rows = [
+        {
+            "query": q.query,
+            "label": q.label,
+            "namespace": q.namespace,
+            "candidates": [vars(c) for c in q.candidates],
+        }
+        for q in queries
+    ]
     path.write_text(json.dumps(rows), encoding="utf-8")
 
 
@@ -435,8 +514,12 @@ def _load_scored(path: Path) -> list[ScoredQuery]:
     from agent_cache.calibrate import ScoredCandidate
 
     rows = json.loads(path.read_text(encoding="utf-8"))
-    return [ScoredQuery(r["query"], r["label"], r["namespace"],
-                        [ScoredCandidate(**c) for c in r["candidates"]]) for r in rows]
+    return [
+        ScoredQuery(
+            r["query"], r["label"], r["namespace"], [ScoredCandidate(**c) for c in r["candidates"]]
+        )
+        for r in rows
+    ]
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -489,8 +572,12 @@ def run_semantic_bench(
             raise ConfigurationError(
                 f"{verifier_dir} has no combiner (train it with train-verifier)"
             )
-    results: dict[str, Any] = {"environment": _environment(), "command": command,
-                               "halves": (len(half_a), len(half_b)), "test_pairs": len(test)}
+    results: dict[str, Any] = {
+        "environment": _environment(),
+        "command": command,
+        "halves": (len(half_a), len(half_b)),
+        "test_pairs": len(test),
+    }
     log(f"calibration half: scoring {len(calib)} pairs ...")
     cal_q = score_queries(calib, emb, judge_with=half_a)
     log(f"unseen half: scoring {len(test)} pairs{' with the verifier' if reranker else ''} ...")
@@ -519,9 +606,13 @@ def run_semantic_bench(
             cal[f"{target:.2f}"] = None
             continue
         measured = next(p for p in curves["ours"] if p.threshold == chosen.threshold)
-        cal[f"{target:.2f}"] = {"threshold": chosen.threshold, "bound": chosen.precision_lower,
-                                "hits": chosen.hits, "measured_precision": measured.precision,
-                                "measured_hit_rate": measured.hit_rate}
+        cal[f"{target:.2f}"] = {
+            "threshold": chosen.threshold,
+            "bound": chosen.precision_lower,
+            "hits": chosen.hits,
+            "measured_precision": measured.precision,
+            "measured_hit_rate": measured.hit_rate,
+        }
     results["calibration"] = cal
     log(f"calibration: {cal}")
     try:
@@ -534,16 +625,22 @@ def run_semantic_bench(
         from agent_cache.calibrate import Clusters
 
         clusters = Clusters(half_b)
-        static_pts = {f"{t:.2f}": _row(_best_at(curves['static'], t)) for t in TARGETS}
+        static_pts = {f"{t:.2f}": _row(_best_at(curves["static"], t)) for t in TARGETS}
         cosines = sorted({0.6} | {r["point"] for r in static_pts.values() if r})
         log("GPTCache 0.1.44 ...")
         results["gptcache"] = _gptcache_points(
-            list(dict.fromkeys(p.a for p in test)), test_q, emb,
-            [round((c + 1) / 2, 3) for c in cosines], clusters.judge, log)
+            list(dict.fromkeys(p.a for p in test)),
+            test_q,
+            emb,
+            [round((c + 1) / 2, 3) for c in cosines],
+            clusters.judge,
+            log,
+        )
     static_match = _best_at(curves["static"], 0.90)
     log("trap suite ...")
-    results["traps"] = _traps(traps, emb, reranker,
-                              static_match.threshold if static_match else 0.95, log)
+    results["traps"] = _traps(
+        traps, emb, reranker, static_match.threshold if static_match else 0.95, log
+    )
     log("error bound replay ...")
     results["error_bound"] = _error_bound_replay(test_q, seed)
     log("latency ...")
@@ -554,9 +651,13 @@ def run_semantic_bench(
         info = Path(verifier_dir) / "agent_cache_training.json"  # type: ignore[arg-type]
         if info.is_file():
             training = json.loads(info.read_text(encoding="utf-8"))
-        results["verifier"] = {"cut": c.cut, "bound": c.precision_bound,
-                               "auc": c.measured.get("verifier_auc"), "training": training,
-                               "command": "agent-cache train-verifier HALF.jsonl --out DIR"}
+        results["verifier"] = {
+            "cut": c.cut,
+            "bound": c.precision_bound,
+            "auc": c.measured.get("verifier_auc"),
+            "training": training,
+            "command": "agent-cache train-verifier HALF.jsonl --out DIR",
+        }
     results["elapsed_s"] = time.perf_counter() - began
     _plot(results, plot)
     section = _render(results)
@@ -564,4 +665,3 @@ def run_semantic_bench(
     results["markdown"] = section
     log(section)
     return results
-

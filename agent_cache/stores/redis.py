@@ -172,9 +172,14 @@ class RedisStore:
                 return
             ttl_ms = max(1, math.ceil(remaining * 1000)) + _GRACE_MS
         new_tags = list(dict.fromkeys(tags))
-        expected = {self._e(key): "hash", self._kt(key): "set", self._ns(namespace): "set",
-                    self._nt(namespace): "set", self._prefix + "namespaces": "set",
-                    self._prefix + "x": "zset"}
+        expected = {
+            self._e(key): "hash",
+            self._kt(key): "set",
+            self._ns(namespace): "set",
+            self._nt(namespace): "set",
+            self._prefix + "namespaces": "set",
+            self._prefix + "x": "zset",
+        }
         expected.update((self._t(namespace, t), "set") for t in new_tags)
         with self._errors("set", key):
             self._repairing(
@@ -232,8 +237,10 @@ class RedisStore:
         namespace rows; return their keys (so the cache deletes their vectors)."""
         with self._errors("housekeep"):
             client = self._redis()
-            due = [_text(k) for k in client.zrangebyscore(self._prefix + "x", "-inf", now,
-                                                          start=0, num=limit)]
+            due = [
+                _text(k)
+                for k in client.zrangebyscore(self._prefix + "x", "-inf", now, start=0, num=limit)
+            ]
             if not due:
                 return []
             read = client.pipeline(transaction=False)
@@ -241,8 +248,9 @@ class RedisStore:
                 read.hget(self._e(key), "x")
             expiries = read.execute()
             # rewritten since with a later expiry (its score moved too): not ours to delete
-            doomed = [k for k, x in zip(due, expiries, strict=True)
-                      if x is None or float(_text(x)) <= now]
+            doomed = [
+                k for k, x in zip(due, expiries, strict=True) if x is None or float(_text(x)) <= now
+            ]
             gone = [k for k, x in zip(due, expiries, strict=True) if x is None]
             self._delete_chunk(doomed)
             if gone:  # expired natively: its namespace is unknown, look in each
@@ -408,8 +416,7 @@ class RedisStore:
         """Take one of ``limit`` slots named ``name`` (a sorted set; a holder that dies
         frees its slot after ``ttl`` s, by the server's clock)."""
         with self._errors("acquire_slot"):
-            done = self._redis().eval(self._SLOT, 1, f"{self._prefix}s:{name}", limit, ttl,
-                                      token)
+            done = self._redis().eval(self._SLOT, 1, f"{self._prefix}s:{name}", limit, ttl, token)
         return bool(done)
 
     def release_slot(self, name: str, token: str) -> None:
@@ -469,8 +476,7 @@ class RedisStore:
         if self._client is None:
             limits: dict[str, float] = {}
             if self._timeout is not None:
-                limits = {"socket_timeout": self._timeout,
-                          "socket_connect_timeout": self._timeout}
+                limits = {"socket_timeout": self._timeout, "socket_connect_timeout": self._timeout}
             self._client = self._redis_module.Redis.from_url(
                 self._url, decode_responses=True, **limits
             )
@@ -508,8 +514,11 @@ class RedisStore:
         pipe = client.pipeline(transaction=False)
         for name in names:
             pipe.type(name)
-        wrong = [n for n, t in zip(names, pipe.execute(), strict=True)
-                 if _text(t) not in ("none", expected[n])]
+        wrong = [
+            n
+            for n, t in zip(names, pipe.execute(), strict=True)
+            if _text(t) not in ("none", expected[n])
+        ]
         if wrong:
             log.warning("agent-cache: Redis keys of the wrong type deleted: %s", wrong)
             client.delete(*wrong)

@@ -275,12 +275,16 @@ class SQLiteStore:
         (an index probe), so :class:`~agent_cache.LayeredCache` runs it on writes.
         """
         with self._errors("housekeep"):
-            probe = self._conn().execute(
-                "SELECT 1 FROM entries WHERE expires_at <= ? LIMIT 1", (now,)
-            ).fetchone()
-            vprobe = self._conn().execute(
-                "SELECT 1 FROM vectors WHERE expires_at <= ? LIMIT 1", (now,)
-            ).fetchone()
+            probe = (
+                self._conn()
+                .execute("SELECT 1 FROM entries WHERE expires_at <= ? LIMIT 1", (now,))
+                .fetchone()
+            )
+            vprobe = (
+                self._conn()
+                .execute("SELECT 1 FROM vectors WHERE expires_at <= ? LIMIT 1", (now,))
+                .fetchone()
+            )
             if probe is None and vprobe is None:
                 return []
             with self._write() as conn:
@@ -308,16 +312,23 @@ class SQLiteStore:
         quota: other namespaces are never touched), vectors and tags included; return
         their keys."""
         with self._errors("evict_over"):
-            row = self._conn().execute(
-                "SELECT COUNT(*) FROM entries WHERE namespace = ?", (namespace,)
-            ).fetchone()
+            row = (
+                self._conn()
+                .execute("SELECT COUNT(*) FROM entries WHERE namespace = ?", (namespace,))
+                .fetchone()
+            )
             excess = int(row[0]) - keep
             if excess <= 0:
                 return []
             with self._write() as conn:
-                keys = [str(r[0]) for r in conn.execute(
-                    "SELECT key FROM entries WHERE namespace = ? ORDER BY created_at, key "
-                    "LIMIT ?", (namespace, excess)).fetchall()]
+                keys = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT key FROM entries WHERE namespace = ? ORDER BY created_at, key "
+                        "LIMIT ?",
+                        (namespace, excess),
+                    ).fetchall()
+                ]
                 for chunk in _chunks(keys):
                     marks = _marks(len(chunk))
                     conn.execute(f"DELETE FROM tags WHERE key IN ({marks})", chunk)

@@ -40,12 +40,30 @@ _TEMPERATURE = re.compile(
 _PIECE = re.compile(r"\s*\S+\s*|\s+")
 #: Constructor fields of a serialized model that say *where* and *how* it is reached, not
 #: what it answers: replicas of one model behind different URLs or keys share entries.
-ENDPOINT_FIELDS = frozenset({
-    "openai_api_base", "base_url", "api_base", "azure_endpoint", "endpoint_url",
-    "openai_api_key", "api_key", "openai_organization", "organization", "openai_proxy",
-    "request_timeout", "timeout", "max_retries", "default_headers", "default_query",
-    "http_client", "http_async_client", "streaming", "stream_usage", "verbose",
-})
+ENDPOINT_FIELDS = frozenset(
+    {
+        "openai_api_base",
+        "base_url",
+        "api_base",
+        "azure_endpoint",
+        "endpoint_url",
+        "openai_api_key",
+        "api_key",
+        "openai_organization",
+        "organization",
+        "openai_proxy",
+        "request_timeout",
+        "timeout",
+        "max_retries",
+        "default_headers",
+        "default_query",
+        "http_client",
+        "http_async_client",
+        "streaming",
+        "stream_usage",
+        "verbose",
+    }
+)
 _RUN_ID_PREFIX = "lc_run-"
 
 
@@ -259,8 +277,9 @@ def replay_chunks(generation: Generation) -> Iterator[ChatGenerationChunk]:
         first_extra = {} if pieces else msg.additional_kwargs
     else:
         yield ChatGenerationChunk(
-            message=AIMessageChunk(content=content, additional_kwargs=msg.additional_kwargs,
-                                   id=msg.id)
+            message=AIMessageChunk(
+                content=content, additional_kwargs=msg.additional_kwargs, id=msg.id
+            )
         )
         empty, first_extra = [], {}
     calls = [

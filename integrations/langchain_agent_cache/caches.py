@@ -82,8 +82,11 @@ def _worth_storing(generations: Sequence[Generation]) -> bool:
             return True
         if isinstance(gen, ChatGeneration) and isinstance(gen.message, AIMessage):
             msg = gen.message
-            if msg.tool_calls or msg.invalid_tool_calls or msg.additional_kwargs or (
-                isinstance(msg.content, list) and msg.content
+            if (
+                msg.tool_calls
+                or msg.invalid_tool_calls
+                or msg.additional_kwargs
+                or (isinstance(msg.content, list) and msg.content)
             ):
                 return True
     return False
@@ -154,9 +157,7 @@ class AgentCache(BaseCache):
         if n_samples < 1:
             raise ConfigurationError("n_samples must be >= 1")
         if cache is not None and not isinstance(cache, LayeredCache):
-            raise ConfigurationError(
-                f"cache must be a LayeredCache, not {type(cache).__name__}"
-            )
+            raise ConfigurationError(f"cache must be a LayeredCache, not {type(cache).__name__}")
         self.layered: LayeredCache = cache if cache is not None else LayeredCache(**layered)
         self._owns = cache is None
         self.namespace = namespace
@@ -273,8 +274,9 @@ class AgentCache(BaseCache):
         """
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
-            found = self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") \
-                else None
+            found = (
+                self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") else None
+            )
             if found is not None:
                 return FetchedResult(found.generations, found.hit, False)
             generations = list(compute())
@@ -305,8 +307,11 @@ class AgentCache(BaseCache):
         """Async twin of :meth:`fetch_result`."""
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":
-            found = await self.alookup_result(prompt, llm_string) \
-                if policy in ("use", "no_store") else None
+            found = (
+                await self.alookup_result(prompt, llm_string)
+                if policy in ("use", "no_store")
+                else None
+            )
             if found is not None:
                 return FetchedResult(found.generations, found.hit, False)
             generations = list(await compute())
@@ -343,8 +348,9 @@ class AgentCache(BaseCache):
             generations = decode_generations(record["generations"])
         except (SerializationError, KeyError, TypeError, ValueError):
             return None
-        return FetchedResult(mark_coalesced(generations) if self.mark_hits else generations,
-                             None, False)
+        return FetchedResult(
+            mark_coalesced(generations) if self.mark_hits else generations, None, False
+        )
 
     # ------------------------------------------------------------------ BaseCache
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

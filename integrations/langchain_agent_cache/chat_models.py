@@ -44,6 +44,8 @@ __all__ = ["CONFIG_KEY", "CachedChatModel", "request_policy"]
 _RUN_ID_PREFIX = "lc_run-"
 #: ``config={"configurable": {CONFIG_KEY: ...}}`` sets the cache policy of one request.
 CONFIG_KEY = "agent_cache"
+
+
 def _with_policy(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` carrying the request's policy to ``_generate``/``_stream`` (which pop
     it: it never reaches the wrapped model)."""
@@ -284,9 +286,7 @@ class CachedChatModel(BaseChatModel):
         return _Call(dumps(plain), llm_string, stop, forwarded)
 
     # ------------------------------------------------------------------ the wrapped model
-    def _model(
-        self, messages: list[BaseMessage], call: _Call
-    ) -> ChatResult:
+    def _model(self, messages: list[BaseMessage], call: _Call) -> ChatResult:
         """One call of the wrapped model, with no run of its own (counted once)."""
         result = self.llm._generate(messages, stop=call.stop, **call.kwargs)
         return ChatResult(generations=_fresh(result.generations), llm_output=result.llm_output)

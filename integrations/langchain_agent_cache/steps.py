@@ -194,9 +194,7 @@ class CachedStep(RunnableSerializable[Any, Any]):
         """Run the step, or serve its stored output for this input."""
         return self._call_with_config(self._invoke, input, ensure_config(config))
 
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Any:
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
         return await self._acall_with_config(self._ainvoke, input, ensure_config(config))
 

@@ -102,9 +102,19 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = dict(os.environ, ANONYMIZED_TELEMETRY="False", CHROMA_TELEMETRY="False")
     log = (workdir / "chroma.log").open("wb")
     proc = subprocess.Popen(
-        [binary, "run", "--path", str(workdir / "data"), "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            binary,
+            "run",
+            "--path",
+            str(workdir / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.integration
 class TestRedisBadInput(BadInput):
     @pytest.fixture
     def cache(self, redis_url: str) -> Iterator[LayeredCache]:
-        cache = LayeredCache(path=None, redis_url=redis_url, embedder=HashEmbedder(),
-                             prefix=f"bad.{uuid.uuid4().hex[:8]}")
+        cache = LayeredCache(
+            path=None,
+            redis_url=redis_url,
+            embedder=HashEmbedder(),
+            prefix=f"bad.{uuid.uuid4().hex[:8]}",
+        )
         yield cache
         cache.clear()
         cache.close()

@@ -33,15 +33,23 @@ RESET = 1.0
 class _Server:
     """A server process of this test's own, restartable on the same port and data."""
 
-    def __init__(self, argv: Callable[[int], list[str]], ready: Callable[[int], bool],
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Callable[[int], list[str]],
+        ready: Callable[[int], bool],
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = _free_port()
         self._argv, self._ready, self._env = argv, ready, env
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self._argv(self.port), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, env=self._env)
+        self.proc = subprocess.Popen(
+            self._argv(self.port),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self._env,
+        )
         deadline = time.monotonic() + 60
         while not self._ready(self.port):
             assert time.monotonic() < deadline and self.proc.poll() is None, "no start"
@@ -74,9 +82,22 @@ def _chroma_answers(port: int) -> bool:
 def redis_server(tmp_path: Path) -> Iterator[_Server]:
     binary = shutil.which("redis-server")
     assert binary is not None, "redis-server is needed"
-    server = _Server(lambda port: [binary, "--port", str(port), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                     _redis_answers)
+    server = _Server(
+        lambda port: [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        _redis_answers,
+    )
     server.start()
     try:
         yield server
@@ -88,9 +109,20 @@ def redis_server(tmp_path: Path) -> Iterator[_Server]:
 def chroma_server(tmp_path: Path) -> Iterator[_Server]:
     binary = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
     env = dict(os.environ, ANONYMIZED_TELEMETRY="False", CHROMA_TELEMETRY="False")
-    server = _Server(lambda port: [binary, "run", "--path", str(tmp_path / "chroma"),
-                                   "--host", "127.0.0.1", "--port", str(port)],
-                     _chroma_answers, env)
+    server = _Server(
+        lambda port: [
+            binary,
+            "run",
+            "--path",
+            str(tmp_path / "chroma"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        _chroma_answers,
+        env,
+    )
     server.start()
     try:
         yield server
@@ -98,8 +130,9 @@ def chroma_server(tmp_path: Path) -> Iterator[_Server]:
         server.stop()
 
 
-def _hammer(call: Callable[[int], object], seconds: float, threads: int = 8
-            ) -> tuple[list[float], list[BaseException]]:
+def _hammer(
+    call: Callable[[int], object], seconds: float, threads: int = 8
+) -> tuple[list[float], list[BaseException]]:
     """``call(i)`` from ``threads`` threads for ``seconds``; per-call latencies, errors."""
     latencies: list[float] = []
     errors: list[BaseException] = []
@@ -139,6 +172,7 @@ def _traffic(cache: LayeredCache) -> Callable[[int], object]:
         if i % 3 == 1:
             return cache.store(f"stored question {i}?", f"answer {i}")
         return cache.lookup("What is RAG?")
+
     return call
 
 
@@ -154,8 +188,13 @@ def _wait_for_hit(cache: LayeredCache, prompt: str, layer: str) -> float:
 
 def test_a_stalled_then_killed_redis_never_raises_and_recovers(redis_server: _Server) -> None:
     url = f"redis://127.0.0.1:{redis_server.port}/0"
-    with LayeredCache(path=None, redis_url=url, embedder=HashEmbedder(),
-                      backend_timeout=TIMEOUT, circuit_reset=RESET) as cache:
+    with LayeredCache(
+        path=None,
+        redis_url=url,
+        embedder=HashEmbedder(),
+        backend_timeout=TIMEOUT,
+        circuit_reset=RESET,
+    ) as cache:
         cache.store("What is RAG?", "retrieval")
         assert cache.lookup("What is RAG?") is not None
 
@@ -189,8 +228,13 @@ def test_a_stalled_then_killed_chroma_server_never_raises_and_recovers(
     chroma_server: _Server, tmp_path: Path
 ) -> None:
     url = f"http://127.0.0.1:{chroma_server.port}"
-    with LayeredCache(path=tmp_path / "cache", chroma_url=url, embedder=HashEmbedder(),
-                      backend_timeout=TIMEOUT, circuit_reset=RESET) as cache:
+    with LayeredCache(
+        path=tmp_path / "cache",
+        chroma_url=url,
+        embedder=HashEmbedder(),
+        backend_timeout=TIMEOUT,
+        circuit_reset=RESET,
+    ) as cache:
         cache.store("How do I reset my password?", "use the link")
         paraphrase = "how do I reset my password !"
         assert cache.lookup(paraphrase) is not None

@@ -22,8 +22,12 @@ ROWS = [
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_cache.cli", *args], text=True,
-                          capture_output=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "agent_cache.cli", *args],
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def test_calibrate_writes_a_config_the_cache_reads(tmp_path: Path) -> None:
@@ -40,8 +44,11 @@ def test_calibrate_writes_a_config_the_cache_reads(tmp_path: Path) -> None:
 
 def test_warmup_then_lookup(tmp_path: Path) -> None:
     src = tmp_path / "warm.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": a, "response": f"answer {i}"})
-                             for i, (a, _, _) in enumerate(ROWS)))
+    src.write_text(
+        "\n".join(
+            json.dumps({"prompt": a, "response": f"answer {i}"}) for i, (a, _, _) in enumerate(ROWS)
+        )
+    )
     res = _cli("warmup", str(src), "--path", str(tmp_path / "cache"))
     assert res.returncode == 0 and "stored 6 entries" in res.stdout, res.stderr
     with LayeredCache(path=tmp_path / "cache") as cache:

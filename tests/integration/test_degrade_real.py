@@ -16,9 +16,17 @@ pytestmark = pytest.mark.integration
 
 def test_shared_model_calls_hold_across_instances(redis_url: str) -> None:
     prefix = f"gate{uuid.uuid4().hex[:8]}"
-    caches = [LayeredCache(path=None, redis_url=redis_url, prefix=prefix,
-                           embedder=HashEmbedder(), shared_model_calls=2, model_wait=20)
-              for _ in range(3)]  # three "processes", each would allow 8 alone
+    caches = [
+        LayeredCache(
+            path=None,
+            redis_url=redis_url,
+            prefix=prefix,
+            embedder=HashEmbedder(),
+            shared_model_calls=2,
+            model_wait=20,
+        )
+        for _ in range(3)
+    ]  # three "processes", each would allow 8 alone
     lock, running, peak, calls = threading.Lock(), [0], [0], [0]
 
     def model(i: int) -> str:
@@ -31,8 +39,14 @@ def test_shared_model_calls_hold_across_instances(redis_url: str) -> None:
             running[0] -= 1
         return f"a{i}"
 
-    threads = [threading.Thread(target=lambda i=i: caches[i % 3].get_or_compute(
-        f"distinct question {i}?", lambda i=i: model(i))) for i in range(18)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: caches[i % 3].get_or_compute(
+                f"distinct question {i}?", lambda i=i: model(i)
+            )
+        )
+        for i in range(18)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -21,15 +21,25 @@ def test_core_quickstart_script() -> None:
     assert result["removed"] >= 3
 
 
-@pytest.mark.parametrize("notebook", sorted((EXAMPLES / "notebooks").glob("*.ipynb")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "notebook", sorted((EXAMPLES / "notebooks").glob("*.ipynb")), ids=lambda p: p.name
+)
 def test_notebook_runs(notebook: Path) -> None:
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(notebook.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(notebook.parent)}},
+    ).execute()
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors

@@ -28,9 +28,21 @@ def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     assert binary is not None, "redis-server is needed"
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 15
     while not _redis_answers(port):
@@ -47,8 +59,9 @@ def test_a_stalled_redis_is_a_bounded_miss_and_hits_resume(
     own_redis: tuple[str, subprocess.Popen[bytes]],
 ) -> None:
     url, proc = own_redis
-    with LayeredCache(path=None, redis_url=url, embedder=HashEmbedder(),
-                      backend_timeout=0.5, circuit_reset=0.5) as cache:
+    with LayeredCache(
+        path=None, redis_url=url, embedder=HashEmbedder(), backend_timeout=0.5, circuit_reset=0.5
+    ) as cache:
         cache.store("What is RAG?", "retrieval")
         assert cache.lookup("What is RAG?") is not None
         os.kill(proc.pid, signal.SIGSTOP)
@@ -72,8 +85,9 @@ def test_a_stalled_chroma_server_is_a_bounded_miss() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
         url = f"http://127.0.0.1:{server.getsockname()[1]}"
-        with LayeredCache(path=None, chroma_url=url, embedder=HashEmbedder(),
-                          backend_timeout=0.5) as cache:
+        with LayeredCache(
+            path=None, chroma_url=url, embedder=HashEmbedder(), backend_timeout=0.5
+        ) as cache:
             started = time.monotonic()
             cache.store("How do I reset my password?", "use the link")
             assert cache.lookup("how do I reset my password !") is None
@@ -87,8 +101,9 @@ def test_a_vanished_chroma_collection_is_recreated(chroma_url: str) -> None:
     import chromadb
 
     prefix = f"gone.{uuid.uuid4().hex[:8]}"
-    with LayeredCache(path=None, chroma_url=chroma_url, embedder=HashEmbedder(),
-                      prefix=prefix) as cache:
+    with LayeredCache(
+        path=None, chroma_url=chroma_url, embedder=HashEmbedder(), prefix=prefix
+    ) as cache:
         cache.store("How do I reset my password?", "use the link")
         assert cache.lookup("how do I reset my password !") is not None
         host, port = chroma_url.rsplit(":", 1)

@@ -22,10 +22,12 @@ def test_expired_entries_leave_the_records_tag_sets_and_vectors(redis_url: str) 
     prefix = f"hk{uuid.uuid4().hex[:8]}"
     clock = FakeClock()
     raw = _raw(redis_url)
-    with LayeredCache(path=None, redis_url=redis_url, prefix=prefix, clock=clock,
-                      embedder=HashEmbedder()) as cache:
-        cache.store_many([(f"expiring question {i}?", f"a{i}") for i in range(2_000)],
-                         ttl=10, tags=["doc:1"])
+    with LayeredCache(
+        path=None, redis_url=redis_url, prefix=prefix, clock=clock, embedder=HashEmbedder()
+    ) as cache:
+        cache.store_many(
+            [(f"expiring question {i}?", f"a{i}") for i in range(2_000)], ttl=10, tags=["doc:1"]
+        )
         clock.advance(20)
         for i in range(200):
             cache.store(f"fresh question {i}?", f"b{i}", tags=["doc:2"])
@@ -42,8 +44,9 @@ def test_expired_entries_leave_the_records_tag_sets_and_vectors(redis_url: str) 
 def test_a_key_overwritten_with_the_wrong_type_is_repaired(redis_url: str) -> None:
     prefix = f"wt{uuid.uuid4().hex[:8]}"
     raw = _raw(redis_url)
-    with LayeredCache(path=None, redis_url=redis_url, prefix=prefix,
-                      embedder=HashEmbedder()) as cache:
+    with LayeredCache(
+        path=None, redis_url=redis_url, prefix=prefix, embedder=HashEmbedder()
+    ) as cache:
         key = cache.store("What is RAG?", "retrieval")
         raw.set(f"{prefix}:e:{key}", "garbage")  # someone else's SET on our key
         raw.set(f"{prefix}:ns:default", "garbage")

@@ -59,8 +59,9 @@ def test_persistence_across_processes_on_one_path(tmp_path: Path) -> None:
 
 
 def test_redis_exact_layer_and_chroma_server(redis_url: str, chroma_url: str, minilm: Any) -> None:
-    with LayeredCache(path=None, redis_url=redis_url, chroma_url=chroma_url,
-                      embedder=minilm) as cache:
+    with LayeredCache(
+        path=None, redis_url=redis_url, chroma_url=chroma_url, embedder=minilm
+    ) as cache:
         cache.clear()
         cache.store("What is the capital of France?", "Paris", llm_string="m1", tags=["geo"])
         exact = cache.lookup("what is the capital of france?", llm_string="m1")
@@ -84,8 +85,10 @@ def test_async_paths_on_real_backends(tmp_path: Path, minilm: Any) -> None:
                 return {"text": "Paris"}
 
             results = await asyncio.gather(
-                *[cache.aget_or_compute("What is the capital of France?", compute)
-                  for _ in range(5)]
+                *[
+                    cache.aget_or_compute("What is the capital of France?", compute)
+                    for _ in range(5)
+                ]
             )
             assert len(calls) == 1
             hit = await cache.alookup("What's the capital city of France?")

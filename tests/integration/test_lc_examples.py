@@ -32,6 +32,7 @@ def test_langchain_agent_tools_example() -> None:
     assert result["refused_side_effecting"]
     assert [r["model_requests"] for r in runs] == [2, 0, 1], runs
     assert result["weather_calls"] == ["Paris"]
-    assert runs[0]["tool_results"] and all(r["tool_results"] == runs[0]["tool_results"]
-                                           for r in runs)
+    assert runs[0]["tool_results"] and all(
+        r["tool_results"] == runs[0]["tool_results"] for r in runs
+    )
     assert runs[0]["plan"] == runs[1]["plan"] == runs[2]["plan"]

@@ -54,8 +54,15 @@ def real_llm(base_url: str, **kw: Any) -> tuple[ChatOpenAI, list[str]]:
     ahttp = httpx.AsyncClient(event_hooks={"request": [record]})
     model = httpx.get(f"{base_url}/models", timeout=10).json()["data"][0]["id"]
     kw.setdefault("extra_body", {"max_tokens": 32})
-    llm = ChatOpenAI(base_url=base_url, api_key="x", model=model,  # type: ignore[arg-type]
-                     temperature=0, http_client=http, http_async_client=ahttp, **kw)
+    llm = ChatOpenAI(
+        base_url=base_url,
+        api_key="x",
+        model=model,  # type: ignore[arg-type]
+        temperature=0,
+        http_client=http,
+        http_async_client=ahttp,
+        **kw,
+    )
     return llm, requests
 
 
@@ -98,10 +105,12 @@ def test_multi_turn_follow_up_in_another_conversation_is_a_miss(
     chat = CachedChatModel(llm=llm, cache=cache)
 
     def conversation(country: str) -> list[Any]:
-        return [SystemMessage("You are a geography tutor. Answer briefly."),
-                HumanMessage(f"Tell me about {country}."),
-                AIMessage(f"{country} is a country."),
-                HumanMessage("What about its population?")]
+        return [
+            SystemMessage("You are a geography tutor. Answer briefly."),
+            HumanMessage(f"Tell me about {country}."),
+            AIMessage(f"{country} is a country."),
+            HumanMessage("What about its population?"),
+        ]
 
     france = chat.invoke(conversation("France"))
     japan = chat.invoke(conversation("Japan"))
@@ -187,12 +196,11 @@ def test_agent_repeated_tool_call_hits_the_tool_cache(
 
 
 # ---------------------------------------------------------------- sub-steps
-def test_sub_step_is_reused_across_two_runs(
-    llm_server: str, tmp_path: Path, minilm: Any
-) -> None:
+def test_sub_step_is_reused_across_two_runs(llm_server: str, tmp_path: Path, minilm: Any) -> None:
     llm, requests = real_llm(llm_server)
     prompt = ChatPromptTemplate.from_messages(
-        [("system", "Split the question into two simpler questions."), ("human", "{question}")])
+        [("system", "Split the question into two simpler questions."), ("human", "{question}")]
+    )
     question = {"question": "Compare the climates of Spain and Norway."}
     outputs = []
     for _ in range(2):  # two runs, each with a fresh cache object over the same store
@@ -202,8 +210,9 @@ def test_sub_step_is_reused_across_two_runs(
     assert len(requests) == 1 and outputs[0] == outputs[1] and outputs[0].strip()
 
     with LayeredCache(path=tmp_path / "steps", embedder=minilm) as layered:
-        semantic = cache_step(prompt | llm | StrOutputParser(), name="decompose-s",
-                              semantic=True, cache=layered)
+        semantic = cache_step(
+            prompt | llm | StrOutputParser(), name="decompose-s", semantic=True, cache=layered
+        )
         a = semantic.invoke({"question": "How do I reset my password?"})
         b = semantic.invoke({"question": "How can I reset my password?"})
     assert len(requests) == 2 and a == b

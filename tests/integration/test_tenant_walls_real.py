@@ -24,8 +24,13 @@ class TestRedisChromaWalls(TenantWalls):
         made: list[LayeredCache] = []
 
         def make(prefix: str = "agent_cache") -> LayeredCache:
-            cache = LayeredCache(path=None, redis_url=redis_url, chroma_url=chroma_url,
-                                 embedder=HashEmbedder(dim=256), prefix=f"{prefix}.{run}")
+            cache = LayeredCache(
+                path=None,
+                redis_url=redis_url,
+                chroma_url=chroma_url,
+                embedder=HashEmbedder(dim=256),
+                prefix=f"{prefix}.{run}",
+            )
             made.append(cache)
             return cache
 
@@ -42,8 +47,12 @@ class TestRedisMemoryVectorWalls(TenantWalls):
         made: list[LayeredCache] = []
 
         def make(prefix: str = "agent_cache") -> LayeredCache:
-            cache = LayeredCache(path=None, redis_url=redis_url,
-                                 embedder=HashEmbedder(dim=256), prefix=f"{prefix}.{run}")
+            cache = LayeredCache(
+                path=None,
+                redis_url=redis_url,
+                embedder=HashEmbedder(dim=256),
+                prefix=f"{prefix}.{run}",
+            )
             made.append(cache)
             return cache
 
@@ -71,13 +80,16 @@ def test_clear_with_the_default_prefix_spares_an_app_under_a_longer_prefix(
     other.close()
 
 
-def test_two_apps_on_one_chroma_server_keep_their_vectors(
-    redis_url: str, chroma_url: str
-) -> None:
+def test_two_apps_on_one_chroma_server_keep_their_vectors(redis_url: str, chroma_url: str) -> None:
     run = uuid.uuid4().hex[:8]
     caches = [
-        LayeredCache(path=None, redis_url=redis_url, chroma_url=chroma_url,
-                     embedder=HashEmbedder(dim=256), prefix=f"app{i}.{run}")
+        LayeredCache(
+            path=None,
+            redis_url=redis_url,
+            chroma_url=chroma_url,
+            embedder=HashEmbedder(dim=256),
+            prefix=f"app{i}.{run}",
+        )
         for i in range(2)
     ]
     mine, theirs = caches

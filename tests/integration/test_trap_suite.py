@@ -24,9 +24,11 @@ from agent_cache import LayeredCache
 
 pytestmark = pytest.mark.integration
 
-TRAPS = [json.loads(line) for line in
-         (Path(__file__).parents[1] / "data" / "trap_pairs.jsonl").read_text().splitlines()
-         if line.strip()]
+TRAPS = [
+    json.loads(line)
+    for line in (Path(__file__).parents[1] / "data" / "trap_pairs.jsonl").read_text().splitlines()
+    if line.strip()
+]
 REPORTED = [  # the four wrong hits of the trust issue
     ("How do I sort a list in descending order?", "How do I sort a list in ascending order?"),
     ("What is the weather in Paris tomorrow?", "What is the weather in Paris today?"),
@@ -38,8 +40,9 @@ REPORTED = [  # the four wrong hits of the trust issue
 def _check(decisions: list[tuple[dict[str, Any], bool]]) -> None:
     served_traps = [r for r, hit in decisions if hit and r["label"] == "refuse"]
     serve = [hit for r, hit in decisions if r["label"] == "serve"]
-    assert not served_traps, "\n".join(f"{r['kind']}: {r['query']!r} got {r['stored']!r}"
-                                       for r in served_traps)
+    assert not served_traps, "\n".join(
+        f"{r['kind']}: {r['query']!r} got {r['stored']!r}" for r in served_traps
+    )
     rate = sum(serve) / len(serve)
     missed = Counter(r["kind"] for r, hit in decisions if r["label"] == "serve" and not hit)
     assert rate >= 0.75, f"paraphrase hit rate {rate:.1%}; missed by kind: {dict(missed)}"
@@ -48,9 +51,19 @@ def _check(decisions: list[tuple[dict[str, Any], bool]]) -> None:
 def test_the_suite_is_what_it_claims() -> None:
     kinds = Counter((r["label"], r["kind"]) for r in TRAPS)
     assert len(TRAPS) >= 400
-    assert all(kinds[("refuse", k)] >= 30 for k in ("opposite", "order", "temporal", "entity",
-                                                    "number", "negation", "audience",
-                                                    "substitution"))
+    assert all(
+        kinds[("refuse", k)] >= 30
+        for k in (
+            "opposite",
+            "order",
+            "temporal",
+            "entity",
+            "number",
+            "negation",
+            "audience",
+            "substitution",
+        )
+    )
     assert all(kinds[("serve", k)] >= 40 for k in ("paraphrase", "typo", "inflection"))
 
 
@@ -62,12 +75,20 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, minilm: Any) -> Iter
     elif kind == "sqlite":
         cache = LayeredCache(path=tmp_path / "cache", embedder=minilm)
     elif kind == "redis":
-        cache = LayeredCache(path=None, redis_url=request.getfixturevalue("redis_url"),
-                             prefix=f"traps-{tmp_path.name}", embedder=minilm)
+        cache = LayeredCache(
+            path=None,
+            redis_url=request.getfixturevalue("redis_url"),
+            prefix=f"traps-{tmp_path.name}",
+            embedder=minilm,
+        )
     else:
-        cache = LayeredCache(path=None, redis_url=request.getfixturevalue("redis_url"),
-                             chroma_url=request.getfixturevalue("chroma_url"),
-                             prefix=f"traps-{tmp_path.name}", embedder=minilm)
+        cache = LayeredCache(
+            path=None,
+            redis_url=request.getfixturevalue("redis_url"),
+            chroma_url=request.getfixturevalue("chroma_url"),
+            prefix=f"traps-{tmp_path.name}",
+            embedder=minilm,
+        )
     with cache:
         yield cache
 
@@ -98,8 +119,9 @@ def test_langchain_agent_cache_refuses_every_trap(minilm: Any) -> None:
 
     decisions = []
     for i, r in enumerate(TRAPS):
-        cache.update(prompt(i, r["stored"]), llm,
-                     [ChatGeneration(message=AIMessage(content=f"answer {i}"))])
+        cache.update(
+            prompt(i, r["stored"]), llm, [ChatGeneration(message=AIMessage(content=f"answer {i}"))]
+        )
         hit = cache.lookup(prompt(i, r["query"]), llm)
         decisions.append((r, hit is not None))
     _check(decisions)
@@ -141,15 +163,22 @@ def test_llamaindex_cached_llm_refuses_every_trap(minilm: Any) -> None:
         @llm_chat_callback()
         def chat(self, messages: Any, **kw: Any) -> ChatResponse:
             self._n += 1
-            return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT,
-                                                    content=f"answer {self._n}"))
+            return ChatResponse(
+                message=ChatMessage(role=MessageRole.ASSISTANT, content=f"answer {self._n}")
+            )
 
     inner = Numbered()
     llm = CachedLLM(llm=inner, cache=LayeredCache(path=None, embedder=minilm))
 
     def ask(i: int, text: str) -> str:
-        return str(llm.chat([ChatMessage(role=MessageRole.SYSTEM, content=f"Ticket {i}."),
-                             ChatMessage(role=MessageRole.USER, content=text)]).message.content)
+        return str(
+            llm.chat(
+                [
+                    ChatMessage(role=MessageRole.SYSTEM, content=f"Ticket {i}."),
+                    ChatMessage(role=MessageRole.USER, content=text),
+                ]
+            ).message.content
+        )
 
     decisions = []
     for i, r in enumerate(TRAPS):

@@ -37,8 +37,16 @@ BAD_ANSWERS = [
     _nested(50_000),  # would be a RecursionError deep inside json
     {"obj": object()},
 ]
-ANSWER_IDS = ["surrogate", "surrogate-value", "surrogate-key", "nan", "inf", "too-deep",
-              "recursion-deep", "object"]
+ANSWER_IDS = [
+    "surrogate",
+    "surrogate-value",
+    "surrogate-key",
+    "nan",
+    "inf",
+    "too-deep",
+    "recursion-deep",
+    "object",
+]
 
 
 def _empty(cache: LayeredCache) -> None:
@@ -125,7 +133,8 @@ class BadInput:
         assert cache.stats().errors == 1
 
     @pytest.mark.parametrize(
-        "context", [{"k": "\ud800"}, ["\udfff"], _nested(50_000), {"k": object()}],
+        "context",
+        [{"k": "\ud800"}, ["\udfff"], _nested(50_000), {"k": object()}],
         ids=["surrogate-value", "surrogate-item", "deep", "object"],
     )
     def test_a_bad_context_is_a_configuration_error(

@@ -83,8 +83,7 @@ def test_bad_input_is_not_a_backend_failure() -> None:
 def test_an_open_circuit_costs_no_backend_call_and_closes_when_it_answers() -> None:
     clock = _Clock()
     client = _FlakyRedis()
-    store = RedisStore(client=client, breaker=CircuitBreaker("redis", reset_after=1.0,
-                                                              clock=clock))
+    store = RedisStore(client=client, breaker=CircuitBreaker("redis", reset_after=1.0, clock=clock))
     client.down = True
     for _ in range(3):
         with pytest.raises(BackendError, match="Timeout"):
@@ -112,8 +111,12 @@ def test_an_error_reply_means_the_server_is_up() -> None:
 
 
 def test_the_cache_builds_a_breaker_per_server_and_reports_health() -> None:
-    cache = LayeredCache(path=None, redis_url="redis://127.0.0.1:1/0",
-                         chroma_url="http://127.0.0.1:1", embedder=HashEmbedder())
+    cache = LayeredCache(
+        path=None,
+        redis_url="redis://127.0.0.1:1/0",
+        chroma_url="http://127.0.0.1:1",
+        embedder=HashEmbedder(),
+    )
     assert cache.health() == {}
     _ = cache.kv_store, cache.vector_store
     assert cache.health() == {"exact": "closed", "semantic": "closed"}

@@ -50,11 +50,24 @@ def test_pick_uses_the_lower_bound_not_the_point_estimate() -> None:
     from agent_cache.errorbound import wilson_lower
 
     def point(t: float, hits: int, correct: int) -> CurvePoint:
-        return CurvePoint(t, hits, correct, hits - correct, 0, 0.5, correct / hits,
-                          correct / hits, wilson_lower(correct, hits))
+        return CurvePoint(
+            t,
+            hits,
+            correct,
+            hits - correct,
+            0,
+            0.5,
+            correct / hits,
+            correct / hits,
+            wilson_lower(correct, hits),
+        )
 
-    pts = [point(0.80, 1000, 850), point(0.85, 30, 28), point(0.90, 500, 470),
-           point(0.95, 200, 196)]
+    pts = [
+        point(0.80, 1000, 850),
+        point(0.85, 30, 28),
+        point(0.90, 500, 470),
+        point(0.95, 200, 196),
+    ]
     assert pick(pts, 0.9).threshold == 0.90  # type: ignore[union-attr]
     assert pick(pts, 0.99) is None
     assert pick_threshold(pts, 0.99).threshold == 0.95  # the best bound when none meets it

@@ -108,9 +108,13 @@ def run_herd(where: str, tmp_path: Path, prefix: str = "herd") -> list[str]:
     log = tmp_path / "calls.log"
     log.touch()
     procs = [
-        subprocess.Popen([sys.executable, "-c", HERD, where, str(log), str(p), prefix],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", HERD, where, str(log), str(p), prefix],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for p in range(4)
     ]
     outs = [p.communicate(input="go\n", timeout=240) for p in procs]
@@ -148,8 +152,9 @@ def test_a_crashed_leaders_lease_expires(tmp_path: Path) -> None:
     from agent_cache import LayeredCache
     from agent_cache.testing import HashEmbedder
 
-    leader = subprocess.Popen([sys.executable, "-c", CRASHING_LEADER, str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_LEADER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert leader.stdout is not None and leader.stdout.readline().strip() == "computing"
     finally:
@@ -158,8 +163,10 @@ def test_a_crashed_leaders_lease_expires(tmp_path: Path) -> None:
     import threading
 
     calls: list[int] = []
-    caches = [LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=1.0)
-              for _ in range(3)]  # three followers (no in-process flight between them)
+    caches = [
+        LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=1.0)
+        for _ in range(3)
+    ]  # three followers (no in-process flight between them)
     got: list[str] = []
 
     def follow(cache: LayeredCache) -> None:
@@ -191,8 +198,10 @@ def test_a_long_call_renews_its_lease_so_no_one_else_computes(tmp_path: Path) ->
     from agent_cache.testing import HashEmbedder
 
     calls: list[str] = []
-    caches = [LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=0.3)
-              for _ in range(2)]  # two instances: no in-process flight between them
+    caches = [
+        LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=0.3)
+        for _ in range(2)
+    ]  # two instances: no in-process flight between them
 
     def slow(who: str) -> str:
         calls.append(who)

@@ -14,8 +14,13 @@ from agent_cache.policy import TtlPolicy
 from agent_cache.testing import FakeClock, HashEmbedder
 
 
-def _slow_model(calls: list[str], peak: list[int], gate: threading.Lock, running: list[int],
-                seconds: float = 0.05):
+def _slow_model(
+    calls: list[str],
+    peak: list[int],
+    gate: threading.Lock,
+    running: list[int],
+    seconds: float = 0.05,
+):
     def call(q: str) -> str:
         with gate:
             running[0] += 1
@@ -25,6 +30,7 @@ def _slow_model(calls: list[str], peak: list[int], gate: threading.Lock, running
         with gate:
             running[0] -= 1
         return f"answer to {q}"
+
     return call
 
 
@@ -33,8 +39,14 @@ def test_max_model_calls_bounds_concurrency_per_process() -> None:
     calls: list[str] = []
     peak, running, lock = [0], [0], threading.Lock()
     model = _slow_model(calls, peak, lock, running)
-    threads = [threading.Thread(target=lambda i=i: cache.get_or_compute(
-        f"distinct question {i}?", lambda i=i: model(str(i)))) for i in range(12)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: cache.get_or_compute(
+                f"distinct question {i}?", lambda i=i: model(str(i))
+            )
+        )
+        for i in range(12)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -43,16 +55,23 @@ def test_max_model_calls_bounds_concurrency_per_process() -> None:
 
 
 def test_a_full_queue_gets_the_fallback_or_overloaded() -> None:
-    cache = LayeredCache(path=None, embedder=HashEmbedder(), max_model_calls=1, model_queue=0,
-                         fallbacks={"support": "We are busy, please retry."})
+    cache = LayeredCache(
+        path=None,
+        embedder=HashEmbedder(),
+        max_model_calls=1,
+        model_queue=0,
+        fallbacks={"support": "We are busy, please retry."},
+    )
     release = threading.Event()
-    holder = threading.Thread(target=lambda: cache.get_or_compute(
-        "first question?", lambda: release.wait(5) and "first"))
+    holder = threading.Thread(
+        target=lambda: cache.get_or_compute("first question?", lambda: release.wait(5) and "first")
+    )
     holder.start()
     time.sleep(0.1)
     try:
         assert cache.get_or_compute("other?", lambda: "x", namespace="support") == (
-            "We are busy, please retry.")
+            "We are busy, please retry."
+        )
         with pytest.raises(Overloaded, match="no model call slot"):
             cache.get_or_compute("another?", lambda: "y")
         assert cache.lookup("other?", namespace="support") is None  # a fallback is not stored
@@ -97,8 +116,13 @@ def test_negative_cache_answers_a_junk_flood_with_one_call() -> None:
 
 def test_refresh_ahead_serves_the_stored_answer_and_refreshes_once() -> None:
     clock = FakeClock()
-    cache = LayeredCache(path=None, embedder=HashEmbedder(), clock=clock, refresh_ahead=10,
-                         ttl_policy=TtlPolicy(jitter=0.0))
+    cache = LayeredCache(
+        path=None,
+        embedder=HashEmbedder(),
+        clock=clock,
+        refresh_ahead=10,
+        ttl_policy=TtlPolicy(jitter=0.0),
+    )
     cache.get_or_compute("hot question?", lambda: "v1", ttl=100)
     clock.advance(95)  # 5 s left: inside the refresh window
     calls: list[int] = []
@@ -123,9 +147,14 @@ def test_refresh_ahead_serves_the_stored_answer_and_refreshes_once() -> None:
 
 async def test_async_refresh_ahead_and_limit() -> None:
     clock = FakeClock()
-    cache = LayeredCache(path=None, embedder=HashEmbedder(), clock=clock, refresh_ahead=10,
-                         ttl_policy=TtlPolicy(jitter=0.0),
-                         max_model_calls=1)
+    cache = LayeredCache(
+        path=None,
+        embedder=HashEmbedder(),
+        clock=clock,
+        refresh_ahead=10,
+        ttl_policy=TtlPolicy(jitter=0.0),
+        max_model_calls=1,
+    )
 
     async def v(x: str) -> str:
         await asyncio.sleep(0.01)

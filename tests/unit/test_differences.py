@@ -18,10 +18,16 @@ from agent_cache.guards import check_guards
 @pytest.mark.parametrize(
     ("query", "stored", "reason"),
     [
-        ("How do I sort a list in descending order?",
-         "How do I sort a list in ascending order?", "opposites"),
-        ("What is the weather in Paris tomorrow?",
-         "What is the weather in Paris today?", "temporal"),
+        (
+            "How do I sort a list in descending order?",
+            "How do I sort a list in ascending order?",
+            "opposites",
+        ),
+        (
+            "What is the weather in Paris tomorrow?",
+            "What is the weather in Paris today?",
+            "temporal",
+        ),
         ("Is Madrid bigger than Rome?", "Is Rome bigger than Madrid?", "order"),
         ("Which is newer, Python or Rust?", "Which is older, Python or Rust?", "opposites"),
     ],
@@ -64,8 +70,7 @@ def test_typos_and_inflection_are_equivalent(query: str, stored: str) -> None:
         ("How do I repaint my fence?", "How do I dismantle my fence?", "substitution"),
         ("Can I freeze cooked rice?", "Can I reheat cooked rice?", "substitution"),
         # relations and swapped arguments
-        ("Translate this from Spanish to German", "Translate this from German to Spanish",
-         "order"),
+        ("Translate this from Spanish to German", "Translate this from German to Spanish", "order"),
         ("Is 1 kg heavier than 2 lb?", "Is 2 lb heavier than 1 kg?", "order"),
         ("Did Arsenal beat Chelsea?", "Did Chelsea beat Arsenal?", "order"),
         # closed classes
@@ -120,8 +125,13 @@ def test_case_sensitive_namespaces_refuse_case_only_differences() -> None:
 
 
 def test_analysis_is_fast_enough_for_the_lookup_path() -> None:
-    pairs = [(f"How do I configure service {i} on Ubuntu?", f"How can I set up service {i} on "
-              "Ubuntu 22.04?") for i in range(200)]
+    pairs = [
+        (
+            f"How do I configure service {i} on Ubuntu?",
+            f"How can I set up service {i} on Ubuntu 22.04?",
+        )
+        for i in range(200)
+    ]
     analyze(*pairs[0])  # load the dictionary and the lemmatizer
     started = time.perf_counter()
     for q, c in pairs:

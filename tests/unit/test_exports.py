@@ -70,10 +70,20 @@ def test_py_typed_is_shipped() -> None:
 def test_observability_modules_pin_their_names() -> None:
     from agent_cache import metrics, plots, replay, savings, stats, tracing
 
-    assert sorted(metrics.__all__) == ["LOOKUP_BUCKETS", "MODEL_BUCKETS", "PrometheusMetrics",
-                                       "multiprocess_registry", "start_metrics_server"]
+    assert sorted(metrics.__all__) == [
+        "LOOKUP_BUCKETS",
+        "MODEL_BUCKETS",
+        "PrometheusMetrics",
+        "multiprocess_registry",
+        "start_metrics_server",
+    ]
     assert sorted(replay.__all__) == ["LogRecord", "ReplayReport", "read_log", "replay"]
     assert plots.__all__ == ["plot_stats"] and tracing.__all__ == ["annotate", "enabled", "span"]
     assert sorted(savings.__all__) == ["KINDS", "PriceTable", "Usage", "usage_from"]
-    assert sorted(stats.__all__) == ["CacheStats", "Event", "NamespaceStats", "StatsRecorder",
-                                     "StatsSink"]
+    assert sorted(stats.__all__) == [
+        "CacheStats",
+        "Event",
+        "NamespaceStats",
+        "StatsRecorder",
+        "StatsSink",
+    ]

@@ -11,8 +11,9 @@ from agent_cache.testing import FakeClock, HashEmbedder
 
 
 def _fill_expired_then_write(cache: LayeredCache, clock: FakeClock, n: int = 2_000) -> None:
-    cache.store_many([(f"expiring question {i}?", f"a{i}") for i in range(n)], ttl=10,
-                     tags=["doc:1"])
+    cache.store_many(
+        [(f"expiring question {i}?", f"a{i}") for i in range(n)], ttl=10, tags=["doc:1"]
+    )
     clock.advance(20)
     for i in range(n // 10):  # ordinary traffic: each write purges a bounded batch
         cache.store(f"fresh question {i}?", f"b{i}", tags=["doc:2"])
@@ -43,8 +44,9 @@ def test_a_shorter_semantic_ttl_purges_the_vector_alone(tmp_path: Path) -> None:
 
     clock = FakeClock()
     policy = TtlPolicy(default_ttl=3600, semantic_ttl=10, jitter=0)
-    with LayeredCache(path=tmp_path, embedder=HashEmbedder(), clock=clock,
-                      ttl_policy=policy) as cache:
+    with LayeredCache(
+        path=tmp_path, embedder=HashEmbedder(), clock=clock, ttl_policy=policy
+    ) as cache:
         cache.store_many([(f"question {i}?", "a") for i in range(100)])
         clock.advance(20)
         cache.housekeep()

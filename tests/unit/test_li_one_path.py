@@ -22,8 +22,9 @@ def user(text: str) -> list[ChatMessage]:
 
 
 def make(**kw: object) -> CachedLLM:
-    return CachedLLM(llm=CountingLLM(), cache=LayeredCache(path=None, embedder=HashEmbedder()),
-                     **kw)  # type: ignore[arg-type]
+    return CachedLLM(
+        llm=CountingLLM(), cache=LayeredCache(path=None, embedder=HashEmbedder()), **kw
+    )  # type: ignore[arg-type]
 
 
 def test_token_counter_counts_a_miss_once_and_a_hit_as_zero() -> None:
@@ -44,8 +45,9 @@ def test_token_counter_set_after_wrapping_still_counts_the_miss() -> None:
     assert len(counter.llm_token_counts) == 1
 
 
-def test_pickled_llm_keeps_its_cache_location(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pickled_llm_keeps_its_cache_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     where = tmp_path / "mine"
     llm = CachedLLM(llm=MockLLM(), cache=str(where))

@@ -14,8 +14,11 @@ from agent_cache.prompt import order_documents
 
 def test_core_order_with_duplicates_is_independent_of_retrieval_order() -> None:
     # the same text under two ids: which one is kept must not depend on input order
-    docs = [{"id": "b", "content": "same"}, {"id": "a", "content": "same"},
-            {"id": "c", "content": "other"}]
+    docs = [
+        {"id": "b", "content": "same"},
+        {"id": "a", "content": "same"},
+        {"id": "c", "content": "other"},
+    ]
     seen = set()
     rng = random.Random(0)
     for _ in range(20):
@@ -48,8 +51,7 @@ def test_lc_orderer_numeric_ids_and_plain_strings() -> None:
 
 
 def _nodes(*specs: tuple[str, str, dict[str, str]]) -> list[NodeWithScore]:
-    return [NodeWithScore(node=TextNode(id_=i, text=t, metadata=m), score=0.5)
-            for i, t, m in specs]
+    return [NodeWithScore(node=TextNode(id_=i, text=t, metadata=m), score=0.5) for i, t, m in specs]
 
 
 def test_li_postprocessor_orders_then_dedupes() -> None:
@@ -64,7 +66,9 @@ def test_li_postprocessor_orders_then_dedupes() -> None:
 
 
 def test_li_postprocessor_keeps_equal_text_with_different_metadata() -> None:
-    nodes = _nodes(("a", "Refunds take 5 days.", {"source": "eu.md"}),
-                   ("b", "Refunds take 5 days.", {"source": "us.md"}))
+    nodes = _nodes(
+        ("a", "Refunds take 5 days.", {"source": "eu.md"}),
+        ("b", "Refunds take 5 days.", {"source": "us.md"}),
+    )
     out = StablePrefixPostprocessor().postprocess_nodes(nodes)
     assert [n.node.node_id for n in out] == ["a", "b"]

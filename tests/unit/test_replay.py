@@ -40,12 +40,24 @@ def generated_log(path: Path, seed: int = 7) -> dict[str, int]:
     for q in FAQ:
         n = rng.randint(1, 4)
         repeats += n - 1
-        rows += [{"prompt": q, "response": f"The answer to: {q}.", "model": "m",
-                  "tokens": {"prompt_tokens": 40, "completion_tokens": 10}} for _ in range(n)]
+        rows += [
+            {
+                "prompt": q,
+                "response": f"The answer to: {q}.",
+                "model": "m",
+                "tokens": {"prompt_tokens": 40, "completion_tokens": 10},
+            }
+            for _ in range(n)
+        ]
     for order in range(1001, 1013):
-        rows.append({"prompt": f"what is the status of order {order}",
-                     "response": f"Order {order} shipped on day {order - 1000}.", "model": "m",
-                     "tokens": {"prompt_tokens": 40, "completion_tokens": 10}})
+        rows.append(
+            {
+                "prompt": f"what is the status of order {order}",
+                "response": f"Order {order} shipped on day {order - 1000}.",
+                "model": "m",
+                "tokens": {"prompt_tokens": 40, "completion_tokens": 10},
+            }
+        )
     rng.shuffle(rows)
     for i, row in enumerate(rows):
         row["timestamp"] = 1_700_000_000 + 60 * i
@@ -64,8 +76,10 @@ def test_replay_reports_exactly_the_repeats_and_no_order_number_hit(tmp_path: Pa
     assert d["refused"].get("numbers", 0) > 0
     assert d["misses"] == known["requests"] - known["repeats"]
     assert d["tokens_saved"] == 50 * known["repeats"]
-    assert d["tokens_saved_by_kind"] == {"input": 40 * known["repeats"],
-                                         "output": 10 * known["repeats"]}
+    assert d["tokens_saved_by_kind"] == {
+        "input": 40 * known["repeats"],
+        "output": 10 * known["repeats"],
+    }
     assert d["estimated_wrong_hits"] == 0 and d["estimated_wrong_rate"] == 0.0
     assert report.stats is not None and len(report.stats.events) == known["requests"]
     assert report.stats.events[0].t == 1_700_000_000  # the log's time, for the plots

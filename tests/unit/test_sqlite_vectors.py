@@ -94,12 +94,27 @@ def test_validation(kv: SQLiteStore) -> None:
 def test_entry_and_vector_are_written_and_deleted_together(kv: SQLiteStore) -> None:
     vs = SQLiteVectorStore(kv)
     with pytest.raises(ConfigurationError):  # a bad vector: neither is written
-        kv.set("k", '"v"', namespace="n", expires_at=None, now=0.0,
-               vector=_v(1, 0), vector_meta={"namespace": "n"})
+        kv.set(
+            "k",
+            '"v"',
+            namespace="n",
+            expires_at=None,
+            now=0.0,
+            vector=_v(1, 0),
+            vector_meta={"namespace": "n"},
+        )
     assert kv.get("k", now=0.0) is None and vs.count() == 0
     for key, ns in (("k1", "n"), ("k2", "n"), ("k3", "other")):
-        kv.set(key, '"v"', namespace=ns, expires_at=None, tags=["t"], now=0.0,
-               vector=_v(1, 0), vector_meta=_meta(ns=ns))
+        kv.set(
+            key,
+            '"v"',
+            namespace=ns,
+            expires_at=None,
+            tags=["t"],
+            now=0.0,
+            vector=_v(1, 0),
+            vector_meta=_meta(ns=ns),
+        )
     assert vs.count() == 3
     kv.delete(["k1"])
     assert sorted(m.id for m in vs.query(_v(1, 0), k=5, scope="s", now=0.0)) == ["k2", "k3"]
@@ -107,8 +122,15 @@ def test_entry_and_vector_are_written_and_deleted_together(kv: SQLiteStore) -> N
     assert [m.id for m in vs.query(_v(1, 0), k=5, scope="s", now=0.0)] == ["k3"]
     kv.set("k3", '"v"', namespace="other", expires_at=5.0, now=10.0)  # already expired
     assert vs.count() == 0
-    kv.set("k4", '"v"', namespace="n", expires_at=20.0, now=0.0,
-           vector=_v(1, 0), vector_meta=_meta(expires=20.0))
+    kv.set(
+        "k4",
+        '"v"',
+        namespace="n",
+        expires_at=20.0,
+        now=0.0,
+        vector=_v(1, 0),
+        vector_meta=_meta(expires=20.0),
+    )
     assert kv.purge_expired(now=30.0) == 1 and vs.count() == 0
 
 
@@ -212,9 +234,19 @@ def test_four_processes_writing_one_path_lose_nothing(tmp_path: Path) -> None:
     env = {"PYTHONPATH": f"{ROOT}", "PATH": "/usr/bin:/bin"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(tmp_path), str(p), str(Path(__file__).parent),
-             str(per)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(tmp_path),
+                str(p),
+                str(Path(__file__).parent),
+                str(per),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env=env,
         )
         for p in range(4)

@@ -116,8 +116,13 @@ class TestMemoryWalls(TenantWalls):
         kv, vectors = MemoryStore(), MemoryVectorStore()
 
         def make(prefix: str = "agent_cache") -> LayeredCache:
-            return LayeredCache(path=None, kv_store=kv, vector_store=vectors,
-                                embedder=HashEmbedder(dim=256), prefix=prefix)
+            return LayeredCache(
+                path=None,
+                kv_store=kv,
+                vector_store=vectors,
+                embedder=HashEmbedder(dim=256),
+                prefix=prefix,
+            )
 
         return make
 
@@ -128,8 +133,9 @@ class TestSQLiteWalls(TenantWalls):
         made: list[LayeredCache] = []
 
         def make(prefix: str = "agent_cache") -> LayeredCache:
-            cache = LayeredCache(path=tmp_path / prefix, embedder=HashEmbedder(dim=256),
-                                 prefix=prefix)
+            cache = LayeredCache(
+                path=tmp_path / prefix, embedder=HashEmbedder(dim=256), prefix=prefix
+            )
             made.append(cache)
             return cache
 

@@ -51,12 +51,18 @@ def test_spans_around_lookup_layers_verify_model_and_store(exporter: Any) -> Non
     hit = cache.lookup("how can I reset my password for my account", namespace="faq")
     assert hit is not None and hit.layer == "semantic"
     spans = {s.name: s for s in exporter.get_finished_spans()}
-    assert set(spans) == {"agent_cache.lookup", "agent_cache.exact", "agent_cache.semantic",
-                          "agent_cache.verify"}
+    assert set(spans) == {
+        "agent_cache.lookup",
+        "agent_cache.exact",
+        "agent_cache.semantic",
+        "agent_cache.verify",
+    }
     lookup = spans["agent_cache.lookup"]
     assert dict(lookup.attributes) == {
-        "agent_cache.namespace": "faq", "agent_cache.layer": "semantic",
-        "agent_cache.outcome": "hit", "agent_cache.score": pytest.approx(hit.score),
+        "agent_cache.namespace": "faq",
+        "agent_cache.layer": "semantic",
+        "agent_cache.outcome": "hit",
+        "agent_cache.score": pytest.approx(hit.score),
     }
     for child in ("agent_cache.exact", "agent_cache.semantic"):
         assert spans[child].parent.span_id == lookup.context.span_id

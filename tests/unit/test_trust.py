@@ -123,8 +123,10 @@ def test_refusals_are_counted_by_reason_and_explained() -> None:
     why = cache.explain("How do I sort a list in descending order?")
     assert why.served is None and why.verdicts[0].reason == "opposites"
     assert "opposites" in str(why) and "ascending" in str(why)
-    pair = cache.explain("How do I sort a list in descending order?",
-                         "How do I sort a list in descending order, please?")
+    pair = cache.explain(
+        "How do I sort a list in descending order?",
+        "How do I sort a list in descending order, please?",
+    )
     assert pair.served is not None
 
 
@@ -146,8 +148,9 @@ def test_shadow_judges_by_meaning_not_by_string_equality() -> None:
     cache = make(shadow=True, embedder=TopicEmbedder())
     cache.store("how do I reset my account password", "Use the reset link.")
     assert cache.lookup("how can I reset my password for my account") is None
-    cache.store("how can I reset my password for my account",
-                "Click the link we email you to reset it.")
+    cache.store(
+        "how can I reset my password for my account", "Click the link we email you to reset it."
+    )
     assert cache.stats().shadow == {"would_hit": 1, "agreed": 1}
 
 

@@ -128,9 +128,12 @@ def test_counterfactuals_are_close_variants_the_analysis_refuses() -> None:
     from agent_cache.verifier import counterfactuals, perturb
 
     questions = [
-        "Is Rome bigger than Madrid?", "How do I sort a list in ascending order?",
-        "What is the weather in Paris today?", "Can I pay with a credit card?",
-        "How much is 5 kg in pounds?", "Why is the sky blue over Denver?",
+        "Is Rome bigger than Madrid?",
+        "How do I sort a list in ascending order?",
+        "What is the weather in Paris today?",
+        "Can I pay with a credit card?",
+        "How much is 5 kg in pounds?",
+        "Why is the sky blue over Denver?",
     ]
     rng = random.Random(0)
     made = [perturb(q, rng, ["Boston", "Lyon"]) for q in questions]
@@ -171,8 +174,13 @@ def test_fit_combiner_picks_a_cut_from_the_bound_and_says_when_it_is_useless() -
         good = i % 2 == 0
         sim = rng.uniform(0.75, 0.95)
         v = rng.uniform(0.7, 0.99) if good else rng.uniform(0.01, 0.4)
-        c = ScoredCandidate(f"s{i}", sim, "correct" if good else "wrong", verifier=v,
-                            features={"similarity": sim, "verifier_logit": math.log(v / (1 - v))})
+        c = ScoredCandidate(
+            f"s{i}",
+            sim,
+            "correct" if good else "wrong",
+            verifier=v,
+            features={"similarity": sim, "verifier_logit": math.log(v / (1 - v))},
+        )
         queries.append(ScoredQuery(f"q{i}", int(good), "default", [c]))
     comb = fit_combiner(queries, target_precision=0.9)
     assert comb.weights["verifier_logit"] > 0 and comb.precision_bound is not None

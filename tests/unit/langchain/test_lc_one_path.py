@@ -21,16 +21,22 @@ USAGE = {"input_tokens": 21, "output_tokens": 12, "total_tokens": 33}
 
 
 def reply(text: str = "Reset it from the account page.") -> AIMessage:
-    return AIMessage(text, usage_metadata=USAGE,  # type: ignore[arg-type]
-                     response_metadata={"model_name": "fake"})
+    return AIMessage(
+        text,
+        usage_metadata=USAGE,  # type: ignore[arg-type]
+        response_metadata={"model_name": "fake"},
+    )
 
 
 class SlowChat(CountingChat):
     """Takes a while, so concurrent identical requests overlap."""
 
     def _generate(
-        self, messages: list[BaseMessage], stop: list[str] | None = None,
-        run_manager: Any = None, **kwargs: Any,
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
     ) -> ChatResult:
         time.sleep(0.2)
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
@@ -40,8 +46,9 @@ def many(n: int = 6) -> CountingChat:
     return CountingChat(messages=iter([reply(f"answer {i}") for i in range(n)]))
 
 
-def test_cache_false_is_off_and_opens_nothing(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_false_is_off_and_opens_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     inner = many()
     chat = CachedChatModel(llm=inner, cache=False)
@@ -89,8 +96,10 @@ def test_streamed_request_honours_the_policy() -> None:
     inner = many()
     chat = CachedChatModel(llm=inner, cache=make_layered())
     chat.invoke("q?")
-    text = "".join(str(c.content) for c in chat.stream("q?", config={
-        "configurable": {"agent_cache": "bypass"}}))
+    text = "".join(
+        str(c.content)
+        for c in chat.stream("q?", config={"configurable": {"agent_cache": "bypass"}})
+    )
     assert text == "answer 1" and inner.calls == 2
 
 

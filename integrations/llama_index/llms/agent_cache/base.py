@@ -291,8 +291,13 @@ class CachedLLM(FunctionCallingLLM):
                 self._cache.record_model_usage(prompt_tokens, cached)
             return _reported(total, prompt_tokens)
 
-        return {**self._lookup_args(call), "ttl": self.ttl, "tags": self.tags,
-                "policy": policy, "tokens": tokens}
+        return {
+            **self._lookup_args(call),
+            "ttl": self.ttl,
+            "tags": self.tags,
+            "policy": policy,
+            "tokens": tokens,
+        }
 
     def _silent_inner(self) -> LLM:
         """The wrapped LLM, reporting to this wrapper's callback manager: a miss is
@@ -306,17 +311,20 @@ class CachedLLM(FunctionCallingLLM):
         callback-manager event: token counters count a hit as zero)."""
         payload = self.to_payload() if hasattr(self, "to_payload") else {}
         if api == "chat":
-            dispatcher.event(LLMChatStartEvent(model_dict=payload, messages=list(args),
-                                               additional_kwargs={}))
+            dispatcher.event(
+                LLMChatStartEvent(model_dict=payload, messages=list(args), additional_kwargs={})
+            )
             dispatcher.event(LLMChatEndEvent(messages=list(args), response=response))
         else:
-            dispatcher.event(LLMCompletionStartEvent(model_dict=payload, prompt=args,
-                                                     additional_kwargs={}))
+            dispatcher.event(
+                LLMCompletionStartEvent(model_dict=payload, prompt=args, additional_kwargs={})
+            )
             dispatcher.event(LLMCompletionEndEvent(prompt=args, response=response))
 
     # ------------------------------------------------------------------ chat
-    def _chat_outcome(self, call: _Call, got: Fetched | None, paid: list[Any],
-                      messages: Sequence[ChatMessage]) -> ChatResponse | None:
+    def _chat_outcome(
+        self, call: _Call, got: Fetched | None, paid: list[Any], messages: Sequence[ChatMessage]
+    ) -> ChatResponse | None:
         if got is None:
             return None
         if got.computed and paid:
@@ -333,8 +341,9 @@ class CachedLLM(FunctionCallingLLM):
             served = ChatResponse(message=message, additional_kwargs=self._served(call, got.hit))
             self._announce_hit("chat", messages, served)
             return served
-        return ChatResponse(message=message,
-                            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}})
+        return ChatResponse(
+            message=message, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+        )
 
     @dispatcher.span
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -444,8 +453,9 @@ class CachedLLM(FunctionCallingLLM):
             return None
         return text, self._served(call, hit)
 
-    def _completion_outcome(self, call: _Call, got: Fetched | None, paid: list[Any],
-                            prompt: str) -> CompletionResponse | None:
+    def _completion_outcome(
+        self, call: _Call, got: Fetched | None, paid: list[Any], prompt: str
+    ) -> CompletionResponse | None:
         if got is None:
             return None
         if got.computed and paid:
@@ -460,15 +470,19 @@ class CachedLLM(FunctionCallingLLM):
             served = CompletionResponse(text=text, additional_kwargs=self._served(call, got.hit))
             self._announce_hit("complete", prompt, served)
             return served
-        return CompletionResponse(text=text,
-                                  additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}})
+        return CompletionResponse(
+            text=text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+        )
 
     @dispatcher.span
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         """Complete through the cache; ``agent_cache=`` as in :meth:`chat`."""
         policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare(
-            "complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        call = (
+            None
+            if policy == "bypass"
+            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        )
         if call is None:
             return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
         paid: list[Any] = []
@@ -493,8 +507,11 @@ class CachedLLM(FunctionCallingLLM):
     ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
         policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare(
-            "complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        call = (
+            None
+            if policy == "bypass"
+            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        )
         inner = self._silent_inner()
         if call is None:
             return await inner.acomplete(prompt, formatted=formatted, **kwargs)
