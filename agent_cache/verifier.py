@@ -510,6 +510,7 @@ def train_verifier(
         trainer.train()
         say(f"trained in {time.perf_counter() - started:.0f} s")
     model.save_pretrained(str(out))
+    combiner: semantic.Combiner | None = None
     if held:
         from agent_cache.rerankers import CrossEncoderReranker
 
@@ -524,7 +525,15 @@ def train_verifier(
             judge_with=every,
             progress=_progress(log),
         )
-        combiner = fit_combiner(queries, target_precision=target_precision)
+        try:
+            combiner = fit_combiner(queries, target_precision=target_precision)
+        except ConfigurationError as exc:  # too little held-out data: a veto-only verifier
+            say(
+                f"WARNING: no combiner: {exc}; the verifier can only veto "
+                "(LayeredCache(rerank_threshold=...))."
+            )
+            combiner = None
+    if held and combiner is not None:
         combiner.save(out)
         m = combiner.measured
         say(
