@@ -37,7 +37,7 @@ from agent_cache._breaker import CircuitBreaker
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Lease, Pause
 from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
-from agent_cache.differences import Analysis
+from agent_cache.differences import analyze
 from agent_cache.errorbound import ErrorBound
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.judging import AnswerJudge, Pending
@@ -667,8 +667,8 @@ class LayeredCache:
             return None
         if self._rng.random() >= self.explore_rate:
             return None
-        analysis = best.analysis or analyze_pair(
-            req.prompt, best.candidate.text, req.namespace in self.case_sensitive
+        analysis = best.analysis or analyze(
+            req.prompt, best.candidate.text, case_sensitive=req.namespace in self.case_sensitive
         )
         if analysis.refused:
             return None
@@ -1754,12 +1754,6 @@ class _Outcome:
     explore: Pending | None = None
     refused: str | None = None  # "refused_<reason>" of the first refused candidate
     error: bool = False  # a store failed: served as a miss
-
-
-def analyze_pair(query: str, candidate: str, case_sensitive: bool) -> Analysis:
-    from agent_cache.differences import analyze
-
-    return analyze(query, candidate, case_sensitive=case_sensitive)
 
 
 def _check_threshold(value: Any) -> float:

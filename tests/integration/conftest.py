@@ -12,6 +12,23 @@ from pathlib import Path
 import pytest
 
 
+def redis_argv(binary: str, port: int, workdir: Path) -> list[str]:
+    """A throwaway redis-server on loopback: no persistence, files in ``workdir``."""
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(workdir),
+    ]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -57,19 +74,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = _free_port()
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [
-                    binary,
-                    "--port",
-                    str(port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    str(workdir),
-                ],
+                redis_argv(binary, port, workdir),
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

@@ -22,7 +22,7 @@ import pytest
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
-from tests.integration.conftest import _free_port, _redis_answers, _stop
+from tests.integration.conftest import _free_port, _redis_answers, _stop, redis_argv
 
 pytestmark = pytest.mark.integration
 
@@ -83,19 +83,7 @@ def redis_server(tmp_path: Path) -> Iterator[_Server]:
     binary = shutil.which("redis-server")
     assert binary is not None, "redis-server is needed"
     server = _Server(
-        lambda port: [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
+        lambda port: redis_argv(binary, port, tmp_path),
         _redis_answers,
     )
     server.start()

@@ -16,7 +16,7 @@ import pytest
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
-from tests.integration.conftest import _free_port, _redis_answers, _stop
+from tests.integration.conftest import _free_port, _redis_answers, _stop, redis_argv
 
 pytestmark = pytest.mark.integration
 
@@ -28,19 +28,7 @@ def own_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     assert binary is not None, "redis-server is needed"
     port = _free_port()
     proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
+        redis_argv(binary, port, tmp_path),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
