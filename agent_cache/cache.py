@@ -745,9 +745,13 @@ class LayeredCache:
             "now": now,
         }
         if joint:  # embed first: the entry and its vector are written in one transaction
-            vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-            write["vector"] = vectors[0]
-            write["vector_meta"] = self._vector_meta(req, keys, now, expires)
+            try:
+                vectors = yield Op(self.embedder, "embed", ([req.prompt],))
+            except Exception as exc:  # no vector: the exact entry is written all the same
+                self._failed(exc, "embedding")
+            else:
+                write["vector"] = vectors[0]
+                write["vector_meta"] = self._vector_meta(req, keys, now, expires)
         yield Op(self.kv_store, "set", (keys.primary, record), write)
         if embedded and not joint:
             vectors = yield Op(self.embedder, "embed", ([req.prompt],))

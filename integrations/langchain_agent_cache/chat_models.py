@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langchain_core.caches import BaseCache
@@ -36,6 +37,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from agent_cache import ConfigurationError, LayeredCache, default_cache
 from agent_cache.policy import request_policy
+from agent_cache.shared import DEFAULT_PATH
 from langchain_agent_cache._chat import replay_chunks
 from langchain_agent_cache.caches import AgentCache
 
@@ -138,6 +140,11 @@ class CachedChatModel(BaseChatModel):
         cache: an :class:`AgentCache` or a ``LayeredCache``; ``None``/``True``: the shared
             embedded cache (``agent_cache.default_cache()``, ``.agent_cache``); ``False``:
             off (the wrapped model is called every time, nothing is opened or written).
+        embedder: the semantic layer's embedding model for a cache of its own at
+            ``.agent_cache`` (not the shared default): a LangChain ``Embeddings``, a
+            LlamaIndex ``BaseEmbedding``, a model name or a core embedder (see
+            :func:`agent_cache.embedders.embedder_from`). With ``cache=``, pass it to that
+            cache instead.
         temperature, max_tokens, stop: passed to the wrapped model on every call when
             set (they are part of the key, like any call argument).
         streaming: route ``invoke`` through the streaming path (tokens reach callbacks).
@@ -177,6 +184,15 @@ class CachedChatModel(BaseChatModel):
             data["agent_cache"] = given
         if isinstance(data.get("agent_cache"), LayeredCache):
             data["agent_cache"] = AgentCache(data["agent_cache"])
+        embedder = data.pop("embedder", None)
+        if embedder is not None:
+            if off or data.get("agent_cache") is not None:
+                raise ConfigurationError(
+                    "CachedChatModel(embedder=...) builds its own cache: pass the embedder to "
+                    "the LayeredCache / AgentCache given as cache= instead"
+                )
+            where = Path(DEFAULT_PATH).resolve()
+            data["agent_cache"] = AgentCache(path=where, embedder=embedder)
         if off:
             data["agent_cache"] = None
         elif data.get("agent_cache") is None:

@@ -8,12 +8,13 @@ process, the same one the LangChain adapter uses.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TypeAlias
 
 from agent_cache import ConfigurationError, LayeredCache, default_cache
 from agent_cache.shared import DEFAULT_PATH
 
-__all__ = ["DEFAULT_PATH", "CacheArg", "resolve_cache"]
+__all__ = ["DEFAULT_PATH", "CacheArg", "cache_dir", "resolve_cache"]
 
 CacheArg: TypeAlias = LayeredCache | str | os.PathLike[str] | None
 
@@ -27,8 +28,19 @@ def resolve_cache(cache: CacheArg) -> LayeredCache:
     """
     if isinstance(cache, LayeredCache):
         return cache
-    if cache is not None and not isinstance(cache, str | os.PathLike):
+    return default_cache(cache_dir(cache))
+
+
+def cache_dir(cache: object) -> str:
+    """The absolute directory a ``cache=`` path argument names (``None``: ``.agent_cache``).
+
+    Raises:
+        ConfigurationError: ``cache`` is neither a path nor ``None``.
+    """
+    if cache is None:
+        cache = DEFAULT_PATH
+    if not isinstance(cache, str | os.PathLike):
         raise ConfigurationError(
             f"cache must be a LayeredCache, a directory path or None, not {type(cache).__name__}"
         )
-    return default_cache(cache)
+    return str(Path(cache).expanduser().resolve())

@@ -34,7 +34,7 @@ from llama_index.core.prompts.base import BasePromptTemplate
 from llama_index.core.tools.types import BaseTool
 from llama_index.core.types import TokenAsyncGen, TokenGen
 from llama_index.llms.agent_cache import _codec
-from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
+from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
 
@@ -102,6 +102,13 @@ class CachedLLM(FunctionCallingLLM):
         llm_string: replaces the model identity derived from ``llm`` (e.g. ``"qwen@v3"``).
         question_extractor: how the question is found in rendered prompts; pass
             ``QuestionExtractor(templates=[...])`` to recognize your own templates.
+        embedder: the semantic layer's embedding model, e.g. ``Settings.embed_model``
+            (a LlamaIndex ``BaseEmbedding``), a LangChain ``Embeddings``, a model name or a
+            core embedder; ``cache`` is then a directory (default ``.agent_cache``) and
+            this LLM gets a ``LayeredCache`` of its own over it, not the shared default.
+            It survives pickling (when the model pickles); ``to_dict`` leaves it out: pass
+            it to ``from_dict`` again. With a ``LayeredCache`` as ``cache``, give the
+            embedder to that cache instead.
         singleflight_timeout: kept for compatibility, unused: concurrent identical
             misses coalesce in the core (``LayeredCache(singleflight_timeout=...)``).
 
@@ -131,6 +138,11 @@ class CachedLLM(FunctionCallingLLM):
         default=None,
         description="Directory of the cache in use (kept through pickling and to_dict).",
     )
+    embedder: Any = Field(
+        default=None,
+        exclude=True,
+        description="Embedding model of this LLM's own cache (kept through pickling).",
+    )
 
     _cache: LayeredCache = PrivateAttr()
     _extractor: QuestionExtractor = PrivateAttr()
@@ -151,7 +163,16 @@ class CachedLLM(FunctionCallingLLM):
             llm = _load_llm(llm)
         if cache is None:
             cache = kwargs.get("cache_path")  # a pickled or serialized CachedLLM
-        resolved = resolve_cache(cache)
+        embedder = kwargs.get("embedder")
+        if embedder is None:
+            resolved = resolve_cache(cache)
+        elif isinstance(cache, LayeredCache):
+            raise ConfigurationError(
+                "CachedLLM(embedder=...) builds its own cache: pass the embedder to the "
+                "LayeredCache given as cache= instead"
+            )
+        else:
+            resolved = LayeredCache(path=cache_dir(cache), embedder=embedder)
         kwargs["cache_path"] = None if resolved.path is None else str(resolved.path)
         super().__init__(llm=llm, **kwargs)
         if not self.namespace:
