@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +38,10 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
-from llama_index.core.prompts.base import BasePromptTemplate
+from llama_index.core.prompts.base import BasePromptTemplate, PromptTemplate
 from llama_index.core.tools.types import BaseTool
-from llama_index.core.types import TokenAsyncGen, TokenGen
-from llama_index.llms.agent_cache import _codec
+from llama_index.core.types import Model, TokenAsyncGen, TokenGen
+from llama_index.llms.agent_cache import _codec, _structured
 from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
@@ -320,6 +328,60 @@ class CachedLLM(FunctionCallingLLM):
             "tokens": tokens,
         }
 
+    def _fetch(
+        self, call: _Call, compute: Callable[[], Any], paid: list[Any], policy: str
+    ) -> Fetched:
+        """``LayeredCache.fetch``; inside a structured call the write waits for the parse."""
+        pending = _structured.current()
+        if pending is None:
+            return self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+        if policy == "refresh":  # skip the read, and the core's write with it
+            got = Fetched(compute(), computed=True)
+        else:
+            deferred = "no_store" if policy == "use" else policy
+            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, deferred))
+        self._defer(pending, call, got, paid, policy)
+        return got
+
+    async def _afetch(
+        self, call: _Call, compute: Callable[[], Awaitable[Any]], paid: list[Any], policy: str
+    ) -> Fetched:
+        """Async twin of :meth:`_fetch`."""
+        pending = _structured.current()
+        if pending is None:
+            return await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+        if policy == "refresh":
+            got = Fetched(await compute(), computed=True)
+        else:
+            deferred = "no_store" if policy == "use" else policy
+            got = await self._cache.afetch(
+                compute=compute, **self._fetch_args(call, paid, deferred)
+            )
+        self._defer(pending, call, got, paid, policy)
+        return got
+
+    def _defer(
+        self,
+        pending: _structured.Deferred,
+        call: _Call,
+        got: Fetched,
+        paid: list[Any],
+        policy: str,
+    ) -> None:
+        if got.hit is not None:
+            pending.served.append(got.hit)
+        elif got.computed and paid and got.value is not None and policy != "no_store":
+            total, prompt_tokens, _cached = _codec.usage(paid[0])
+            pending.stores.append(
+                {
+                    **self._lookup_args(call),
+                    "response": got.value,
+                    "ttl": self.ttl,
+                    "tags": self.tags,
+                    "tokens": _reported(total, prompt_tokens),
+                }
+            )
+
     def _silent_inner(self) -> LLM:
         """The wrapped LLM, reporting to this wrapper's callback manager: a miss is
         counted once (by the wrapped call), a hit not at all (no model call)."""
@@ -381,7 +443,7 @@ class CachedLLM(FunctionCallingLLM):
             return _codec.chat_payload(paid[0].message)  # None: not stored
 
         try:
-            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+            got = self._fetch(call, compute, paid, policy)
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
             got = None
@@ -402,7 +464,7 @@ class CachedLLM(FunctionCallingLLM):
             return _codec.chat_payload(paid[0].message)
 
         try:
-            got = await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+            got = await self._afetch(call, compute, paid, policy)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
@@ -513,7 +575,7 @@ class CachedLLM(FunctionCallingLLM):
             return _codec.completion_payload(paid[0])
 
         try:
-            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+            got = self._fetch(call, compute, paid, policy)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
@@ -543,7 +605,7 @@ class CachedLLM(FunctionCallingLLM):
             return _codec.completion_payload(paid[0])
 
         try:
-            got = await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+            got = await self._afetch(call, compute, paid, policy)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
@@ -635,6 +697,38 @@ class CachedLLM(FunctionCallingLLM):
         """``LLM.astream``, remembering which template argument is the question."""
         with self._hint(prompt, prompt_args):
             return await super().astream(prompt, **prompt_args)
+
+    # ------------------------------------------------------------------ structured output
+    def structured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Model:
+        """``LLM.structured_predict``; an answer is stored only once ``output_cls`` has
+        parsed it, and a cached answer that fails the parse is evicted (reported to
+        ``cache.feedback`` as wrong), so the next call asks the model again."""
+        with _structured.deferring(self._cache), self._hint(prompt, prompt_args):
+            parsed: Model = super().structured_predict(
+                output_cls, prompt, llm_kwargs, **prompt_args
+            )
+        return parsed
+
+    async def astructured_predict(
+        self,
+        output_cls: type[Model],
+        prompt: PromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> Model:
+        """Async twin of :meth:`structured_predict`."""
+        async with _structured.adeferring(self._cache):
+            with self._hint(prompt, prompt_args):
+                parsed: Model = await super().astructured_predict(
+                    output_cls, prompt, llm_kwargs, **prompt_args
+                )
+        return parsed
 
     # ------------------------------------------------------------------ function calling
     def _function_llm(self) -> FunctionCallingLLM:
