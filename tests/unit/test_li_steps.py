@@ -21,7 +21,7 @@ class PlanEvent(Event):
 
 class PlanFlow(Workflow):
     @step
-    @cache_step(name="plan", cache=CACHE)
+    @cache_step(name="plan", cache=CACHE, allow_ctx=True)  # ctx unused: safe to skip
     async def plan(self, ctx: Context, ev: StartEvent) -> PlanEvent:
         RUNS.append(ev.topic)
         return PlanEvent(steps=[f"research {ev.topic}", f"write about {ev.topic}"])
@@ -82,13 +82,16 @@ async def test_async_function_none_and_errors_not_cached() -> None:
     assert RUNS == ["0", "0", "-1", "-1", "1"]
 
 
-def test_non_json_arguments_need_a_key() -> None:
+def test_non_json_arguments_run_uncached_unless_keyed(caplog: pytest.LogCaptureFixture) -> None:
     @cache_step(cache=CACHE)
     def use(obj: Any) -> str:
+        RUNS.append("use")
         return "x"
 
-    with pytest.raises(ConfigurationError, match="key="):
-        use(object())
+    assert use(object()) == use(object()) == "x"  # as cache_tool: skipped, never an error
+    assert RUNS == ["use", "use"]
+    assert "pass key=" in caplog.text
+    RUNS.clear()
 
     @cache_step(cache=CACHE, key=lambda obj: "fixed")
     def keyed(obj: Any) -> str:
@@ -98,3 +101,65 @@ def test_non_json_arguments_need_a_key() -> None:
     keyed(object())
     keyed(object())
     assert RUNS == ["run"]
+
+
+class Opaque:
+    """A value with no JSON form."""
+
+
+class HandleFlow(Workflow):
+    @step
+    @cache_step(name="handle", cache=CACHE)
+    async def plan(self, ev: StartEvent) -> PlanEvent:
+        RUNS.append(ev.topic)
+        return PlanEvent(steps=[f"use {ev.topic}"])
+
+    @step
+    async def finish(self, ev: PlanEvent) -> StopEvent:
+        return StopEvent(result=" / ".join(ev.steps))
+
+
+async def test_a_non_json_start_event_field_skips_the_cache_not_the_workflow() -> None:
+    first = await HandleFlow(timeout=10).run(topic="a", handle=Opaque())
+    second = await HandleFlow(timeout=10).run(topic="a", handle=Opaque())
+    assert first == second == "use a"
+    assert RUNS == ["a", "a"]  # ran both times, uncached
+    await HandleFlow(timeout=10).run(topic="a")
+    await HandleFlow(timeout=10).run(topic="a")
+    assert RUNS == ["a", "a", "a"]  # a JSON start event is cached as before
+
+
+def test_a_step_taking_ctx_is_refused_unless_allowed() -> None:
+    with pytest.raises(ConfigurationError, match="allow_ctx=True"):
+
+        @cache_step(cache=CACHE)
+        async def annotated(self: Any, ctx: Context, ev: StartEvent) -> PlanEvent:
+            return PlanEvent(steps=[])
+
+    with pytest.raises(ConfigurationError, match="not replayed"):
+
+        @cache_step(cache=CACHE)
+        def unannotated(ctx, ev):  # type: ignore[no-untyped-def]
+            return None
+
+    @cache_step(cache=CACHE, allow_ctx=True)
+    async def allowed(self: Any, ctx: Context, ev: StartEvent) -> PlanEvent:
+        return PlanEvent(steps=[])
+
+    assert allowed.__name__ == "allowed"
+
+
+async def test_an_allowed_ctx_step_does_not_replay_its_store_writes() -> None:
+    class CountFlow(Workflow):
+        @step
+        @cache_step(name="count", cache=CACHE, allow_ctx=True)
+        async def plan(self, ctx: Context, ev: StartEvent) -> PlanEvent:
+            await ctx.store.set("ran", True)
+            return PlanEvent(steps=[ev.topic])
+
+        @step
+        async def finish(self, ctx: Context, ev: PlanEvent) -> StopEvent:
+            return StopEvent(result=await ctx.store.get("ran", default=False))
+
+    assert await CountFlow(timeout=10).run(topic="t") is True
+    assert await CountFlow(timeout=10).run(topic="t") is False  # what allow_ctx accepts

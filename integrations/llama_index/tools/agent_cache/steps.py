@@ -3,7 +3,9 @@
 Meant for pure, expensive sub-steps: planning, query rewriting or decomposition, a
 chain-of-thought sub-question. A cached step is not run again, so side effects on the
 workflow ``Context`` (``ctx.store.set``, ``ctx.send_event``) are not replayed: cache
-only steps whose whole effect is their return value.
+only steps whose whole effect is their return value. A step that takes a ``Context`` is
+therefore refused at decoration time unless ``allow_ctx=True`` says its context use is
+safe to skip on a hit (reads only, or writes nothing later steps depend on).
 
 Keys: for a workflow step, its input event(s) (class + fields as canonical JSON); the
 ``self`` / ``ctx`` / injected resources do not take part. For a plain function, all its
@@ -32,6 +34,7 @@ __all__ = ["cache_step"]
 
 log = logging.getLogger("agent_cache.llama_index")
 F = TypeVar("F", bound=Callable[..., Any])
+_NO_KEY = object()  # value_of's answer for an input with no JSON form
 
 
 class _NotStored(Exception):
@@ -44,14 +47,41 @@ def _event_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+class _NoKey(Exception):
+    """The input has no JSON form: this call runs uncached (as ``cache_tool`` does)."""
+
+
 def _event_json(event: Event) -> dict[str, Any]:
     try:
         data = event.model_dump(mode="json")
+        canonical_json(data)
     except Exception as exc:
-        raise ConfigurationError(
-            f"{type(event).__name__} has fields with no JSON form; pass key= to cache_step"
-        ) from exc
+        raise _NoKey(f"{type(event).__name__} has fields with no JSON form") from exc
     return {"event": _event_name(type(event)), "data": data}
+
+
+def _is_context(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # an unresolved forward reference
+        return annotation.rsplit(".", 1)[-1].startswith("Context")
+    if isinstance(annotation, type):
+        return issubclass(annotation, Context)
+    return any(_is_context(arg) for arg in typing.get_args(annotation))
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` has a ``Context`` parameter (by annotation, else named ``ctx``)."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: fall back to the raw annotations
+        hints = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        annotation = hints.get(name, param.annotation)
+        if annotation is inspect.Parameter.empty:
+            if name == "ctx":
+                return True
+        elif _is_context(annotation):
+            return True
+    return False
 
 
 def _event_types(annotation: Any) -> set[type]:
@@ -89,9 +119,7 @@ class _Codec:
         try:
             canonical_json(values)
         except ConfigurationError as exc:
-            raise ConfigurationError(
-                f"arguments have no JSON form ({exc}); pass key= to cache_step"
-            ) from exc
+            raise _NoKey(f"arguments have no JSON form ({exc})") from exc
         return values
 
     def encode(self, value: Any) -> dict[str, Any]:
@@ -132,6 +160,7 @@ def cache_step(
     version: str = "",
     semantic: bool = False,
     key: Callable[..., Any] | None = None,
+    allow_ctx: bool = False,
 ) -> Any:
     """Decorate a workflow step (under ``@step``) or a plain function to cache its result.
 
@@ -145,10 +174,19 @@ def cache_step(
         semantic: reuse results for paraphrased inputs (needs ``key=`` returning a str,
             e.g. the question to rewrite).
         key: ``key(*args, **kwargs)`` -> the JSON value (or str) to key on.
+        allow_ctx: cache a step that takes a workflow ``Context``. On a hit the step does
+            not run, so its ``ctx.store`` writes and ``ctx.send_event`` calls do not
+            happen: opt in only when that is fine (the step reads ``ctx`` or writes
+            nothing later steps need).
 
     Returns:
         The decorated function, with the same signature (so ``@step`` still sees the
-        event types). ``None`` results, errors and non-JSON results are not stored.
+        event types). ``None`` results, errors and non-JSON results are not stored; an
+        input with no JSON form (a ``StartEvent`` field holding an object, a non-JSON
+        argument) runs the step uncached, with a logged warning, as ``cache_tool`` does.
+
+    Raises:
+        ConfigurationError: the step takes a ``Context`` and ``allow_ctx`` is not set.
 
     Example:
         >>> class RAG(Workflow):
@@ -159,17 +197,34 @@ def cache_step(
     """
 
     def decorate(func: F) -> F:
-        steps = StepCache(resolve_cache(cache), ttl=ttl)
         step_name = name or func.__qualname__
+        if not allow_ctx and _takes_context(func):
+            raise ConfigurationError(
+                f"cache_step({step_name!r}): the step takes a workflow Context, and its "
+                "ctx.store writes / ctx.send_event calls are not replayed on a cache hit; "
+                "pass allow_ctx=True if the step's whole effect is its return value"
+            )
+        steps = StepCache(resolve_cache(cache), ttl=ttl)
         codec = _Codec(func)
 
         def value_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            return key(*args, **kwargs) if key is not None else codec.key(args, kwargs)
+            try:
+                return key(*args, **kwargs) if key is not None else codec.key(args, kwargs)
+            except _NoKey as exc:
+                log.warning(
+                    "agent-cache: step %s not cached for this call: %s (pass key= to cache it)",
+                    step_name,
+                    exc,
+                )
+                return _NO_KEY
 
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                value = value_of(args, kwargs)
+                if value is _NO_KEY:
+                    return await func(*args, **kwargs)
                 produced: list[Any] = []
 
                 async def compute(_value: Any) -> Any:
@@ -179,7 +234,7 @@ def cache_step(
 
                 try:
                     payload = await steps.arun(
-                        step_name, value_of(args, kwargs), compute,
+                        step_name, value, compute,
                         version=version, semantic=semantic,
                     )  # fmt: skip
                 except _NotStored as exc:
@@ -193,6 +248,9 @@ def cache_step(
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value = value_of(args, kwargs)
+            if value is _NO_KEY:
+                return func(*args, **kwargs)
             produced: list[Any] = []
 
             def compute(_value: Any) -> Any:
@@ -202,7 +260,7 @@ def cache_step(
 
             try:
                 payload = steps.run(
-                    step_name, value_of(args, kwargs), compute,
+                    step_name, value, compute,
                     version=version, semantic=semantic,
                 )  # fmt: skip
             except _NotStored as exc:
