@@ -89,3 +89,46 @@ def test_a_duplicate_text_is_dropped_whatever_its_position() -> None:
     out = ids(StablePrefixPostprocessor().postprocess_nodes(shuffled))
     assert out == ids(StablePrefixPostprocessor().postprocess_nodes(with_dup_first))
     assert len(out) == 5  # the duplicate text was dropped
+
+
+def _noisy() -> list[NodeWithScore]:
+    """Retrieval with duplicates: one chunk returned twice (two scores), one text from two
+    sources (different metadata), numeric ids."""
+    return [
+        NodeWithScore(node=TextNode(id_="10", text="shared", metadata={"src": "a.pdf"}), score=0.8),
+        NodeWithScore(node=TextNode(id_="10", text="shared", metadata={"src": "a.pdf"}), score=0.6),
+        NodeWithScore(node=TextNode(id_="2", text="shared", metadata={"src": "b.pdf"}), score=0.7),
+        NodeWithScore(node=TextNode(id_="1", text="alone"), score=0.5),
+        NodeWithScore(node=TextNode(id_="3", text="alone"), score=0.4),
+    ]
+
+
+def _render(result: list[NodeWithScore]) -> tuple[tuple[str, str, str, float | None], ...]:
+    return tuple(
+        (n.node.node_id, n.node.get_content(), str(n.node.metadata), n.score) for n in result
+    )
+
+
+@pytest.mark.parametrize("top_n", [None, 3])
+def test_dedupe_does_not_depend_on_retrieval_order(top_n: int | None) -> None:
+    post = StablePrefixPostprocessor(top_n=top_n)
+    outcomes = set()
+    for seed in range(20):
+        shuffled = _noisy()
+        random.Random(seed).shuffle(shuffled)
+        outcomes.add(_render(post.postprocess_nodes(shuffled)))
+    assert len(outcomes) == 1
+
+
+def test_same_text_with_different_metadata_is_kept_apart() -> None:
+    result = StablePrefixPostprocessor().postprocess_nodes(_noisy())
+    assert [n.node.node_id for n in result] == ["1", "2", "10"]  # numbers as numbers; "3"
+    # has the text of "1" and no metadata: a duplicate, dropped whatever the order
+    sources = [n.node.metadata.get("src") for n in result if n.node.get_content() == "shared"]
+    assert sorted(sources) == ["a.pdf", "b.pdf"]
+    assert next(n.score for n in result if n.node.node_id == "10") == 0.8  # the best copy
+
+
+def test_top_n_counts_distinct_nodes() -> None:
+    result = StablePrefixPostprocessor(top_n=3).postprocess_nodes(_noisy())
+    assert [n.node.node_id for n in result] == ["1", "2", "10"]  # the duplicate took no slot

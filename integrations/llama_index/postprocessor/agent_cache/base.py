@@ -4,14 +4,16 @@ A retriever returns nodes by relevance, so two paraphrased questions that retrie
 same set render it in different orders: different prompts, no shared prefix for vLLM's
 prefix cache, and a different scope for the semantic cache. This postprocessor
 (optionally) cuts off weak nodes, then sorts the survivors into the core's stable order
-(:func:`agent_cache.prompt.order_documents`: sorted by node id first, then duplicates of
-the same text *and* metadata dropped), so the same nodes always render the same context,
-whatever order they were retrieved in.
+(:func:`agent_cache.prompt.order_documents`: sorted by node id first, numeric ids as
+numbers, then duplicates of the same text *and* metadata dropped, the best-scored copy
+kept), so the same nodes always render the same context, whatever order they were
+retrieved in. ``top_n`` counts distinct nodes: a duplicate takes no slot.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -30,6 +32,10 @@ def _content_key(node: NodeWithScore) -> str:
 
 def _id_key(node: NodeWithScore) -> str:
     return node.node.node_id or _content_key(node)
+
+
+def _best_first(node: NodeWithScore) -> float:
+    return -node.score if node.score is not None else math.inf
 
 
 def _order(nodes: list[NodeWithScore], key: Callable[[Any], str]) -> list[NodeWithScore]:
@@ -70,10 +76,14 @@ class StablePrefixPostprocessor(BaseNodePostprocessor):
             cutoff = self.similarity_cutoff
             kept = [n for n in kept if n.score is not None and n.score >= cutoff]
         key = _id_key if self.order_by == "id" else _content_key
-        if self.top_n is not None and len(kept) > self.top_n:
-            # best first; ties broken by the stable key so the cut is deterministic
-            kept = sorted(kept, key=lambda n: (-(n.score or 0.0), key(n)))[: self.top_n]
-        return _order(kept, key)
+        # best copy first, so that of two copies of one node the better-scored survives
+        # the dedupe whatever the retrieval order; then order first, then dedupe
+        distinct = _order(sorted(kept, key=_best_first), key)
+        if self.top_n is not None and len(distinct) > self.top_n:
+            # distinct nodes compete for the slots; ties broken by the stable key
+            best = sorted(distinct, key=lambda n: (_best_first(n), key(n)))[: self.top_n]
+            distinct = _order(best, key)
+        return distinct
 
     async def _apostprocess_nodes(
         self,
