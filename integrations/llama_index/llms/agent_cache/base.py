@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
+    Generator,
     Iterable,
     Iterator,
     Mapping,
@@ -35,7 +37,6 @@ from llama_index.core.instrumentation.events.llm import (
     LLMCompletionEndEvent,
     LLMCompletionStartEvent,
 )
-from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
 from llama_index.core.prompts.base import BasePromptTemplate, PromptTemplate
@@ -278,16 +279,16 @@ class CachedLLM(FunctionCallingLLM):
         dispatcher.event(CacheMissEvent(question=call.scope.question, namespace=self.namespace))
 
     # ------------------------------------------------------------------ cache I/O
-    def _lookup(self, call: _Call) -> CacheHit | None:
+    def _lookup(self, call: _Call, policy: str = "use") -> CacheHit | None:
         try:
-            return self._cache.lookup(**self._lookup_args(call))
+            return self._cache.lookup(**self._lookup_args(call), policy=policy)  # type: ignore[arg-type]
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache lookup skipped: %s", exc)
             return None
 
-    async def _alookup(self, call: _Call) -> CacheHit | None:
+    async def _alookup(self, call: _Call, policy: str = "use") -> CacheHit | None:
         try:
-            return await self._cache.alookup(**self._lookup_args(call))
+            return await self._cache.alookup(**self._lookup_args(call), policy=policy)  # type: ignore[arg-type]
         except AgentCacheError as exc:
             log.warning("agent-cache lookup skipped: %s", exc)
             return None
@@ -478,17 +479,40 @@ class CachedLLM(FunctionCallingLLM):
             return None
         return _codec.replay_chat(message, self._served(call, hit))
 
-    @llm_chat_callback()
+    # Streams: the wrapped LLM streams through the wrapper's callback manager (a miss is
+    # counted once, by its own decorator); a replayed hit fires no callback event (zero
+    # tokens), only the dispatcher's start/end events once the replay has run.
+    @dispatcher.span
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        call = self._prepare("chat", kwargs, messages=messages)
+        """Stream through the cache; ``agent_cache=`` as in :meth:`chat`. A streamed miss
+        is stored once it has run to its end."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
+        inner = self._silent_inner()
         if call is None:
-            return self.llm.stream_chat(messages, **kwargs)
-        replay = self._chat_replay(call, self._lookup(call))
+            return inner.stream_chat(messages, **kwargs)
+        replay = self._chat_replay(call, self._lookup(call, policy))
         if replay is not None:
-            return replay  # type: ignore[return-value]
-        return self._record_chat(call, self.llm.stream_chat(messages, **kwargs))
+            return self._announced("chat", messages, replay)
+        return self._record_chat(call, inner.stream_chat(messages, **kwargs), policy)
 
-    def _record_chat(self, call: _Call, stream: ChatResponseGen) -> ChatResponseGen:
+    def _announced(self, api: str, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
+        last = None
+        for last in replay:
+            yield last
+        if last is not None:
+            self._announce_hit(api, args, last)
+
+    async def _aannounced(
+        self, api: str, args: Any, replay: Iterator[Any]
+    ) -> AsyncGenerator[Any, None]:
+        last = None
+        for last in replay:
+            yield last
+        if last is not None:
+            self._announce_hit(api, args, last)
+
+    def _record_chat(self, call: _Call, stream: ChatResponseGen, policy: str) -> ChatResponseGen:
         last: ChatResponse | None = None
         deltas: list[str] = []
         for response in stream:
@@ -496,24 +520,27 @@ class CachedLLM(FunctionCallingLLM):
             last = response
             deltas.append(response.delta or "")
             yield response
-        if last is not None:  # stored only when the stream ran to its end
+        if last is not None and policy != "no_store":  # stored once the stream has ended
             message = _codec.final_message(last, deltas)
             self._save(call, _codec.chat_payload(message), last)
 
-    @llm_chat_callback()
+    @dispatcher.span
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        call = self._prepare("chat", kwargs, messages=messages)
+        """Async twin of :meth:`stream_chat`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
+        inner = self._silent_inner()
         if call is None:
-            return await self.llm.astream_chat(messages, **kwargs)
-        replay = self._chat_replay(call, await self._alookup(call))
+            return await inner.astream_chat(messages, **kwargs)
+        replay = self._chat_replay(call, await self._alookup(call, policy))
         if replay is not None:
-            return _aiter(replay)  # type: ignore[return-value]
-        return self._arecord_chat(call, await self.llm.astream_chat(messages, **kwargs))
+            return self._aannounced("chat", messages, replay)
+        return self._arecord_chat(call, await inner.astream_chat(messages, **kwargs), policy)
 
     async def _arecord_chat(
-        self, call: _Call, stream: ChatResponseAsyncGen
+        self, call: _Call, stream: ChatResponseAsyncGen, policy: str
     ) -> ChatResponseAsyncGen:
         last: ChatResponse | None = None
         deltas: list[str] = []
@@ -522,7 +549,7 @@ class CachedLLM(FunctionCallingLLM):
             last = response
             deltas.append(response.delta or "")
             yield response
-        if last is not None:
+        if last is not None and policy != "no_store":
             message = _codec.final_message(last, deltas)
             await self._asave(call, _codec.chat_payload(message), last)
 
@@ -614,21 +641,28 @@ class CachedLLM(FunctionCallingLLM):
             return found
         return await inner.acomplete(prompt, formatted=formatted, **kwargs)
 
-    @llm_completion_callback()
+    @dispatcher.span
     def stream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseGen:
-        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        """Stream a completion through the cache; as :meth:`stream_chat`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = (
+            None
+            if policy == "bypass"
+            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        )
+        inner = self._silent_inner()
         if call is None:
-            return self.llm.stream_complete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, self._lookup(call))
+            return inner.stream_complete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, self._lookup(call, policy))
         if served is not None:
-            return _codec.replay_completion(*served)  # type: ignore[return-value]
-        stream = self.llm.stream_complete(prompt, formatted=formatted, **kwargs)
-        return self._record_completion(call, stream)
+            return self._announced("complete", prompt, _codec.replay_completion(*served))
+        stream = inner.stream_complete(prompt, formatted=formatted, **kwargs)
+        return self._record_completion(call, stream, policy)
 
     def _record_completion(
-        self, call: _Call, stream: CompletionResponseGen
+        self, call: _Call, stream: CompletionResponseGen, policy: str
     ) -> CompletionResponseGen:
         last: CompletionResponse | None = None
         deltas: list[str] = []
@@ -637,25 +671,32 @@ class CachedLLM(FunctionCallingLLM):
             last = response
             deltas.append(response.delta or "")
             yield response
-        if last is not None:
+        if last is not None and policy != "no_store":
             final = _final_completion(last, deltas)
             self._save(call, _codec.completion_payload(final), last)
 
-    @llm_completion_callback()
+    @dispatcher.span
     async def astream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
-        call = self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        """Async twin of :meth:`stream_complete`."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        call = (
+            None
+            if policy == "bypass"
+            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        )
+        inner = self._silent_inner()
         if call is None:
-            return await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, await self._alookup(call))
+            return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
+        served = self._completion_text(call, await self._alookup(call, policy))
         if served is not None:
-            return _aiter(_codec.replay_completion(*served))  # type: ignore[return-value]
-        stream = await self.llm.astream_complete(prompt, formatted=formatted, **kwargs)
-        return self._arecord_completion(call, stream)
+            return self._aannounced("complete", prompt, _codec.replay_completion(*served))
+        stream = await inner.astream_complete(prompt, formatted=formatted, **kwargs)
+        return self._arecord_completion(call, stream, policy)
 
     async def _arecord_completion(
-        self, call: _Call, stream: CompletionResponseAsyncGen
+        self, call: _Call, stream: CompletionResponseAsyncGen, policy: str
     ) -> CompletionResponseAsyncGen:
         last: CompletionResponse | None = None
         deltas: list[str] = []
@@ -664,7 +705,7 @@ class CachedLLM(FunctionCallingLLM):
             last = response
             deltas.append(response.delta or "")
             yield response
-        if last is not None:
+        if last is not None and policy != "no_store":
             final = _final_completion(last, deltas)
             await self._asave(call, _codec.completion_payload(final), last)
 

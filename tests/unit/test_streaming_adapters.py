@@ -1,0 +1,195 @@
+"""A streamed miss through either adapter: reported once, stored once, then served to
+streamed and non-streamed requests alike."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from langchain_agent_cache import CachedChatModel
+from langchain_core.callbacks import get_usage_metadata_callback
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.tracers.context import collect_runs
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
+from llama_index.llms.agent_cache import CachedLLM
+from pydantic import PrivateAttr
+from test_li_llm import CountingLLM
+
+from agent_cache import LayeredCache
+from agent_cache.testing import HashEmbedder
+
+QUESTION = "How do I reset my password?"
+WORDS = ["Open ", "the ", "account ", "page."]
+
+
+# ---------------------------------------------------------------- LlamaIndex
+def user(text: str) -> list[ChatMessage]:
+    return [ChatMessage(role="user", content=text)]
+
+
+def li(counter: TokenCountingHandler | None = None) -> tuple[CachedLLM, CountingLLM]:
+    inner = CountingLLM()
+    kw: dict[str, Any] = {}
+    if counter is not None:
+        kw["callback_manager"] = CallbackManager([counter])
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    return CachedLLM(llm=inner, cache=cache, **kw), inner
+
+
+def test_li_streamed_chat_miss_counted_once_hit_as_zero() -> None:
+    counter = TokenCountingHandler()
+    llm, inner = li(counter)
+    text = "".join(r.delta or "" for r in llm.stream_chat(user(QUESTION)))
+    assert text and len(counter.llm_token_counts) == 1
+    replay = "".join(r.delta or "" for r in llm.stream_chat(user(QUESTION)))
+    assert replay == text and len(counter.llm_token_counts) == 1  # a hit costs nothing
+    assert inner.total() == 1
+
+
+def test_li_streamed_completion_miss_counted_once_hit_as_zero() -> None:
+    counter = TokenCountingHandler()
+    llm, inner = li(counter)
+    text = "".join(r.delta or "" for r in llm.stream_complete(QUESTION))
+    assert text and len(counter.llm_token_counts) == 1
+    assert "".join(r.delta or "" for r in llm.stream_complete(QUESTION)) == text
+    assert len(counter.llm_token_counts) == 1 and inner.total() == 1
+
+
+def test_li_streamed_answer_is_stored_once_and_serves_both_kinds() -> None:
+    llm, inner = li()
+    streamed = list(llm.stream_chat(user(QUESTION)))
+    assert streamed[-1].additional_kwargs["agent_cache"]["hit"] is False
+    assert llm.cache.stats().stores == 1
+    whole = llm.chat(user(QUESTION))
+    assert whole.additional_kwargs["agent_cache"]["hit"] is True
+    assert str(whole.message.content) == str(streamed[-1].message.content)
+    again = list(llm.stream_chat(user(QUESTION)))
+    assert again[-1].additional_kwargs["agent_cache"]["hit"] is True
+    assert inner.calls == {"stream_chat": 1} and llm.cache.stats().stores == 1
+
+
+def test_li_stream_honours_the_policy_kwarg() -> None:
+    llm, inner = li()
+    list(llm.stream_chat(user(QUESTION), agent_cache="no_store"))
+    assert llm.cache.stats().stores == 0
+    list(llm.stream_chat(user(QUESTION)))
+    list(llm.stream_chat(user(QUESTION), agent_cache="use"))  # not part of the key: a hit
+    assert inner.total() == 2
+    list(llm.stream_chat(user(QUESTION), agent_cache="bypass"))
+    list(llm.stream_complete(QUESTION, agent_cache="refresh"))
+    assert inner.total() == 4
+
+
+def test_li_async_stream_stored_once_and_served_to_achat() -> None:
+    counter = TokenCountingHandler()
+    llm, inner = li(counter)
+
+    async def go() -> tuple[str, str, str]:
+        first = "".join([r.delta or "" async for r in await llm.astream_chat(user(QUESTION))])
+        whole = await llm.achat(user(QUESTION))
+        again = "".join([r.delta or "" async for r in await llm.astream_chat(user(QUESTION))])
+        return first, str(whole.message.content), again
+
+    first, whole, again = asyncio.run(go())
+    assert first == whole == again and inner.total() == 1
+    assert llm.cache.stats().stores == 1 and len(counter.llm_token_counts) == 1
+
+
+# ---------------------------------------------------------------- LangChain
+class StreamingChat(BaseChatModel):
+    """Streams ``WORDS`` with usage on the last chunk; counts model calls."""
+
+    _calls: int = PrivateAttr(default=0)
+
+    @property
+    def _llm_type(self) -> str:
+        return "streaming-fake"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+        self._calls += 1
+        usage = {"input_tokens": 7, "output_tokens": 4, "total_tokens": 11}
+        msg = AIMessage(
+            content="".join(WORDS),
+            usage_metadata=usage,  # type: ignore[arg-type]
+            response_metadata={"model_name": "streaming-fake"},
+        )
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def _chunks(self) -> list[ChatGenerationChunk]:
+        self._calls += 1
+        out = [ChatGenerationChunk(message=AIMessageChunk(content=w)) for w in WORDS]
+        usage = {"input_tokens": 7, "output_tokens": 4, "total_tokens": 11}
+        last = AIMessageChunk(
+            content="",
+            usage_metadata=usage,  # type: ignore[arg-type]
+            response_metadata={"model_name": "streaming-fake"},  # where usage is keyed
+        )
+        out.append(ChatGenerationChunk(message=last))
+        return out
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        yield from self._chunks()
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks():
+            yield chunk
+
+
+def lc() -> tuple[CachedChatModel, StreamingChat]:
+    inner = StreamingChat()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    return CachedChatModel(llm=inner, cache=cache), inner
+
+
+def test_lc_streamed_miss_counted_once_hit_as_zero() -> None:
+    chat, inner = lc()
+    with get_usage_metadata_callback() as cold, collect_runs() as runs:
+        text = "".join(str(c.content) for c in chat.stream(QUESTION))
+    assert text == "".join(WORDS)
+    assert sum(u["total_tokens"] for u in cold.usage_metadata.values()) == 11
+    assert len(runs.traced_runs) == 1  # one root run, not one per layer
+    with get_usage_metadata_callback() as warm:
+        replay = list(chat.stream(QUESTION))
+    assert "".join(str(c.content) for c in replay) == text
+    assert sum(u["total_tokens"] for u in warm.usage_metadata.values()) == 0
+    assert any(c.response_metadata.get("agent_cache") for c in replay)
+    assert inner._calls == 1
+
+
+@pytest.mark.parametrize("then", ["invoke", "stream"])
+def test_lc_streamed_answer_is_stored_once_and_serves_both_kinds(then: str) -> None:
+    chat, inner = lc()
+    list(chat.stream(QUESTION))
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+    assert layered.stats().stores == 1
+    if then == "invoke":
+        got = chat.invoke(QUESTION)
+        assert got.content == "".join(WORDS)
+        assert got.response_metadata["agent_cache"]["layer"] == "exact"
+    else:
+        chunks = list(chat.stream(QUESTION))
+        assert "".join(str(c.content) for c in chunks) == "".join(WORDS)
+    assert inner._calls == 1 and layered.stats().stores == 1
+
+
+def test_lc_async_stream_stored_once_then_ainvoke_hits() -> None:
+    chat, inner = lc()
+
+    async def go() -> str:
+        first = "".join([str(c.content) async for c in chat.astream(QUESTION)])
+        got = await chat.ainvoke(QUESTION)
+        assert got.response_metadata["agent_cache"]["layer"] == "exact"
+        return first
+
+    assert asyncio.run(go()) == "".join(WORDS)
+    assert inner._calls == 1
+    assert chat.agent_cache.layered.stats().stores == 1  # type: ignore[union-attr]
