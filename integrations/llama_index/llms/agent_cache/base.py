@@ -42,7 +42,7 @@ from llama_index.core.llms.llm import LLM, ToolSelection
 from llama_index.core.prompts.base import BasePromptTemplate, PromptTemplate
 from llama_index.core.tools.types import BaseTool
 from llama_index.core.types import Model, TokenAsyncGen, TokenGen
-from llama_index.llms.agent_cache import _codec, _structured
+from llama_index.llms.agent_cache import _codec, _marker, _structured
 from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
@@ -188,6 +188,7 @@ class CachedLLM(FunctionCallingLLM):
             raise ConfigurationError("namespace must be a non-empty str")
         self._cache = resolved
         self._extractor = question_extractor or QuestionExtractor()
+        _marker.install()  # Response.metadata["agent_cache"] on query engines
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> CachedLLM:
