@@ -184,3 +184,34 @@ def test_real_tool_call_cached_with_its_tool_result(model: OpenAILike, cache: La
     assert answers[0] == answers[1] and answers[0].startswith("Sunny in")
     assert len(runs) == 1  # the repeated tool call came from the tool cache
     assert cache.stats().misses == 2  # the LLM: one miss; the tool: one miss
+
+
+def test_settings_embed_model_as_embedder_and_the_response_marker(
+    model: OpenAILike, index: VectorStoreIndex, tmp_path: Path
+) -> None:
+    from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
+
+    counter = TokenCountingHandler()
+    llm = CachedLLM(
+        llm=model,
+        cache=str(tmp_path / "own"),
+        embedder=index._embed_model,  # what Settings.embed_model holds: a BaseEmbedding
+    )
+    post = [StablePrefixPostprocessor()]
+    engine = index.as_query_engine(llm=llm, similarity_top_k=3, node_postprocessors=post)
+    first = engine.query("How do I reset my password?")
+    again = engine.query("How can I reset my password?")
+    assert first.metadata is not None and first.metadata["agent_cache"]["hit"] is False
+    assert again.metadata is not None and again.metadata["agent_cache"]["layers"] == ["semantic"]
+    assert str(again) == str(first)
+
+    # the query engine installs its own callback manager on the LLM: count direct calls
+    llm.callback_manager = CallbackManager([counter])
+    ask = [ChatMessage(role="user", content="Name a colour of the rainbow.")]
+    live = "".join(r.delta or "" for r in llm.stream_chat(ask))
+    whole = llm.chat(ask)
+    replay = "".join(r.delta or "" for r in llm.stream_chat(ask))
+    assert whole.additional_kwargs["agent_cache"]["hit"] is True
+    assert str(whole.message.content) == live == replay
+    assert llm.cache.stats().stores == 2  # the query's answer and the stream, once each
+    assert len(counter.llm_token_counts) == 1  # the streamed miss, once; hits cost nothing
