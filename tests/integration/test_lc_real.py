@@ -216,3 +216,26 @@ def test_sub_step_is_reused_across_two_runs(llm_server: str, tmp_path: Path, min
         a = semantic.invoke({"question": "How do I reset my password?"})
         b = semantic.invoke({"question": "How can I reset my password?"})
     assert len(requests) == 2 and a == b
+
+
+def test_a_langchain_embeddings_as_embedder_serves_a_paraphrase(
+    llm_server: str, tmp_path: Path
+) -> None:
+    import warnings
+
+    from agent_cache.embedders import DEFAULT_EMBEDDER, resolve_model_path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community's notice
+        from langchain_community.embeddings import HuggingFaceEmbeddings
+
+    embeddings = HuggingFaceEmbeddings(model_name=resolve_model_path(DEFAULT_EMBEDDER))
+    llm, requests = real_llm(llm_server)
+    chat = CachedChatModel(llm=llm, cache=LayeredCache(path=tmp_path / "lc", embedder=embeddings))
+    first = chat.invoke("How do I reset my password?")
+    streamed = "".join(str(c.content) for c in chat.stream("How can I reset my password?"))
+    assert len(requests) == 1  # the paraphrase came from the semantic layer, streamed
+    assert streamed == first.content
+    again = chat.invoke("How can I reset my password?")
+    assert again.response_metadata["agent_cache"]["layer"] == "semantic"
+    assert again.usage_metadata is not None and again.usage_metadata["total_tokens"] == 0
