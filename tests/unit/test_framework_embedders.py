@@ -173,6 +173,10 @@ def test_cached_llm_takes_settings_embed_model(tmp_path: Path) -> None:
     inner = again.cache.embedder.inner  # type: ignore[attr-defined]
     assert isinstance(inner, FrameworkEmbedder) and isinstance(inner.model, LiEmbedding)
     assert again.complete(QUESTION).additional_kwargs["agent_cache"]["hit"] is True
+    assert "embedder" not in llm.to_dict()  # an object: to_dict leaves it out
+    loaded = CachedLLM.from_dict(llm.to_dict(), embedder=model)  # given back explicitly
+    assert loaded.cache.embedder.inner.model is model  # type: ignore[attr-defined]
+    assert loaded.cache.path == tmp_path.resolve()
     with pytest.raises(ConfigurationError, match="embedder"):
         CachedLLM(llm=MockLLM(), cache=LayeredCache(path=None), embedder=model)
 
