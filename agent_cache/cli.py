@@ -61,6 +61,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             peer=not args.no_peer,
         )
         return 0
+    if args.suite == "backends":
+        from agent_cache.bench.backends import run_backends_bench
+
+        run_backends_bench(
+            out=Path(args.out),
+            data=Path(args.data) if args.data else None,
+            entries=args.entries,
+            lookups=args.lookups,
+            threads=tuple(args.callers),
+            writers=args.writers,
+            writes=args.writes,
+            embedder=args.embedder,
+        )
+        return 0
     if args.suite != "core":
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
@@ -429,7 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
     bench.add_argument(
-        "suite", choices=["core", "prefix", "semantic", "latency"], help="which benchmark"
+        "suite",
+        choices=["core", "prefix", "semantic", "latency", "backends"],
+        help="which benchmark",
     )
     bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
@@ -462,7 +478,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the peer (prefix: ContextPilot; semantic, latency: GPTCache)",
     )
     bench.add_argument(
-        "--callers", type=int, nargs="+", default=[1, 8], help="latency: concurrent callers"
+        "--callers",
+        type=int,
+        nargs="+",
+        default=[1, 8],
+        help="latency, backends: concurrent callers (threads)",
+    )
+    bench.add_argument("--entries", type=int, default=2000, help="backends: entries stored")
+    bench.add_argument("--lookups", type=int, default=300, help="backends: lookups per cell")
+    bench.add_argument("--writers", type=int, default=4, help="backends: writer processes")
+    bench.add_argument("--writes", type=int, default=500, help="backends: stores per writer")
+    bench.add_argument(
+        "--embedder",
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        help="backends: the model (the default is what users get)",
     )
     bench.add_argument(
         "--trap", default=None, help="latency: trap suite (default tests/data/trap_pairs.jsonl)"
