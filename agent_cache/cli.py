@@ -223,6 +223,12 @@ def _backend_arguments(parser: argparse.ArgumentParser, path: str | None = ".age
         choices=["sqlite", "memory", "chroma"],
         help="vectors of the embedded cache (chroma: one process only)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one Redis/Chroma call may take (bulk deletes and reads are long)",
+    )
 
 
 def _open_cache(args: argparse.Namespace, embedder: Any = "hash") -> Any:
@@ -234,6 +240,8 @@ def _open_cache(args: argparse.Namespace, embedder: Any = "hash") -> Any:
         chroma_url=args.chroma_url,
         prefix=args.prefix,
         vector_backend=args.vector_backend,
+        backend_timeout=args.timeout,
+        circuit_reset=None,
         embedder=_embedder(embedder),
     )
 

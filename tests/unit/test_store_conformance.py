@@ -18,9 +18,8 @@ import pytest
 import agent_cache.stores
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import KVStore
-from agent_cache.stores import MemoryStore, SQLiteStore
+from agent_cache.stores import MemoryStore, SQLiteStore, StoredEntry
 from agent_cache.stores import sqlite as sqlite_module
-from agent_cache.stores._entry import StoredEntry
 
 UNICODE = [
     "héllo wörld",
@@ -363,7 +362,12 @@ class TestSQLiteStore(StoreConformance):
 
 class TestStoresPackage:
     def test_exported_names(self) -> None:
-        assert sorted(agent_cache.stores.__all__) == ["MemoryStore", "RedisStore", "SQLiteStore"]
+        assert sorted(agent_cache.stores.__all__) == [
+            "MemoryStore",
+            "RedisStore",
+            "SQLiteStore",
+            "StoredEntry",
+        ]
 
     def test_redis_store_is_imported_lazily(self) -> None:
         from agent_cache.stores.redis import RedisStore
