@@ -252,3 +252,13 @@ def test_cli_clear_asks_for_the_namespace(
 def test_cli_stats_needs_a_file_or_a_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stats"]) == 2
     assert "--redis-url" in capsys.readouterr().err
+
+
+def test_cli_timeout_reaches_the_backends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the operations use their own, longer, backend timeout (bulk deletes and reads)
+    assert main(["stats", "--path", str(tmp_path), "--timeout", "0"]) == 2
+    assert "backend_timeout must be > 0" in capsys.readouterr().err
+    assert main(["stats", "--path", str(tmp_path), "--timeout", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == {"exact": 0, "semantic": 0}
