@@ -43,7 +43,7 @@ from agent_cache.bench.core import (
 )
 from agent_cache.bench.servers import chroma_server, redis_server
 from agent_cache.cache import DEFAULT_EMBEDDER, LayeredCache
-from agent_cache.errors import ConfigurationError
+from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.protocols import Embedder
 
 __all__ = ["SECTION_END", "SECTION_START", "run_backends_bench"]
@@ -206,6 +206,14 @@ def _writer(
         cache = _cache(kind, where, make_embedder(embedder), "bench.writes")
         cache.embedder.embed(["warm up the model"])
         cache.contains("warm up the store")
+        for attempt in range(5):  # connect (to a Chroma server: several requests) up front
+            try:
+                cache.vector_store.count()
+                break
+            except BackendError:  # the machine is busy starting the other writers
+                if attempt == 4:
+                    raise
+                time.sleep(1.0)
         ready.put(os.getpid())
         go.wait()
         t0 = time.perf_counter()
@@ -240,17 +248,33 @@ def _writes(
         ]
         for p in procs:
             p.start()
-        for _ in procs:
-            ready.get(timeout=300)
+        got: list[dict[str, Any]] = []
+        started = 0
         t0 = time.perf_counter()
-        go.set()
-        got = [results.get(timeout=1800) for _ in procs]
+        while len(got) < len(procs):  # poll: a writer that dies without a word fails the run
+            while started < len(procs) and not ready.empty():
+                ready.get()
+                started += 1
+                if started == len(procs):
+                    t0 = time.perf_counter()
+                    go.set()
+            while not results.empty():
+                got.append(results.get())
+            failed = [g["error"] for g in got if "error" in g]
+            if failed:
+                for p in procs:
+                    p.terminate()
+                raise ConfigurationError(f"{kind}: a writer process failed: {failed[0]}")
+            if len(got) < len(procs) and not any(p.is_alive() for p in procs):
+                time.sleep(0.5)  # a last result may still be in the pipe
+                while not results.empty():
+                    got.append(results.get())
+                if len(got) < len(procs):
+                    raise ConfigurationError(f"{kind}: a writer process died without a result")
+            time.sleep(0.05)
         wall = time.perf_counter() - t0
         for p in procs:
             p.join(timeout=60)
-        failed = [g["error"] for g in got if "error" in g]
-        if failed:
-            raise ConfigurationError(f"{kind}: a writer process failed: {failed[0]}")
         with _cache(kind, where[kind], make_embedder(embedder), "bench.writes") as check:
             counts = check.entry_counts()
             missing = sum(not check.contains(t) for t in texts[: writers * writes])
