@@ -1,5 +1,5 @@
-"""``agent-cache`` command line: demo, bench, replay, stats, calibrate, warmup, train-verifier,
-vllm-command."""
+"""``agent-cache`` command line: demo, bench, replay, stats, export, warmup, clear, calibrate,
+train-verifier, vllm-command."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             callers=tuple(args.callers),
             pairs=args.latency_pairs,
             peer=not args.no_peer,
+        )
+        return 0
+    if args.suite == "backends":
+        from agent_cache.bench.backends import run_backends_bench
+
+        run_backends_bench(
+            out=Path(args.out),
+            data=Path(args.data) if args.data else None,
+            entries=args.entries,
+            lookups=args.lookups,
+            threads=tuple(args.callers),
+            writers=args.writers,
+            writes=args.writes,
+            embedder=args.embedder,
         )
         return 0
     if args.suite != "core":
@@ -155,11 +169,16 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup_rows(path: str) -> list[tuple[str, Any, str | None, str | None, Any]]:
-    """(prompt, response, llm_string, namespace, context) from pairs or a replay log."""
+def _warmup_rows(
+    path: str,
+) -> tuple[list[tuple[str, Any, str | None, str | None, Any]], list[tuple[str, dict[str, Any]]]]:
+    """(prompt, response, llm_string, namespace, context) from pairs or a replay log, and
+    the lines of an ``agent-cache export`` (restored under their own keys)."""
+    from agent_cache.ops import is_export_row
     from agent_cache.replay import parse_record
 
     rows: list[tuple[str, Any, str | None, str | None, Any]] = []
+    exported: list[tuple[str, dict[str, Any]]] = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -168,7 +187,9 @@ def _warmup_rows(path: str) -> list[tuple[str, Any, str | None, str | None, Any]
                 row = json.loads(line)
                 if not isinstance(row, dict):
                     raise AgentCacheError("not a JSON object")
-                if "question" in row and "answer" in row:
+                if is_export_row(row):
+                    exported.append((f"{path}:{n}", row))
+                elif "question" in row and "answer" in row:
                     rows.append((str(row["question"]), row["answer"], None, row.get("namespace"),
                                  None))  # fmt: skip
                 elif "prompt" in row and "response" in row and not row.get("model"):
@@ -181,18 +202,73 @@ def _warmup_rows(path: str) -> list[tuple[str, Any, str | None, str | None, Any]
             except (ValueError, AgentCacheError) as exc:
                 raise AgentCacheError(
                     f"{path}:{n}: need 'prompt' and 'response', 'question' and 'answer', "
-                    f"or a replay-log record ({exc})"
+                    f"a replay-log record, or an export line ({exc})"
                 ) from exc
-    return rows
+    return rows, exported
+
+
+def _backend_arguments(parser: argparse.ArgumentParser, path: str | None = ".agent_cache") -> None:
+    """The options that pick a cache's stores, as ``LayeredCache`` takes them."""
+    parser.add_argument("--path", default=path, help=f"embedded cache directory (default {path})")
+    parser.add_argument("--redis-url", default=None, help="exact layer on this Redis")
+    parser.add_argument("--chroma-url", default=None, help="vectors on this Chroma server")
+    parser.add_argument(
+        "--prefix",
+        default="agent_cache",
+        help="deployment prefix: Redis keys and Chroma collection",
+    )
+    parser.add_argument(
+        "--vector-backend",
+        default=None,
+        choices=["sqlite", "memory", "chroma"],
+        help="vectors of the embedded cache (chroma: one process only)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one Redis/Chroma call may take (bulk deletes and reads are long)",
+    )
+
+
+def _open_cache(args: argparse.Namespace, embedder: Any = "hash") -> Any:
+    from agent_cache.cache import LayeredCache
+
+    return LayeredCache(
+        path=args.path,
+        redis_url=args.redis_url,
+        chroma_url=args.chroma_url,
+        prefix=args.prefix,
+        vector_backend=args.vector_backend,
+        backend_timeout=args.timeout,
+        circuit_reset=None,
+        embedder=_embedder(embedder),
+    )
 
 
 def _cmd_warmup(args: argparse.Namespace) -> int:
-    from agent_cache.cache import LayeredCache
+    from agent_cache.ops import backend_names, restore_entries
 
-    rows = _warmup_rows(args.file)
-    bar = _progress(len(rows), "warmup", not args.no_progress)
+    rows, exported = _warmup_rows(args.file)
+    bar = _progress(len(rows) + len(exported), "warmup", not args.no_progress)
     stored = skipped = 0
-    with LayeredCache(path=args.path, embedder=_embedder(args.embedder)) as cache:
+    with _open_cache(args, args.embedder) as cache:
+        where = backend_names(cache)["exact"]
+        if exported:
+            report = restore_entries(
+                cache,
+                exported,
+                batch_size=args.batch_size,
+                progress=bar.update if bar is not None else None,
+            )
+            stored, skipped = report.stored, report.skipped
+            if report.expired:
+                print(f"{report.expired} exported entries expired since, not stored")
+            if report.behind:
+                print(
+                    f"warning: {report.behind} entries are behind their namespace's version "
+                    "here (bump_version ran after the export): they will not hit"
+                )
         for start in range(0, len(rows), args.batch_size):
             chunk = rows[start : start + args.batch_size]
             groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
@@ -206,14 +282,69 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
                 else:
                     groups.setdefault((llm, ns), []).append((prompt, response))
             for (llm, ns), items in groups.items():  # one embedding batch per group
-                stored += len(cache.store_many(items, llm_string=llm, namespace=ns,
-                                               batch_size=args.batch_size))  # fmt: skip
+                stored += len(
+                    cache.store_many(
+                        items, llm_string=llm, namespace=ns, batch_size=args.batch_size
+                    )
+                )
             if bar is not None:
                 bar.update(len(chunk))
     if bar is not None:
         bar.close()
-    print(f"stored {stored} entries in {args.path} (namespace {args.namespace!r}); "
-          f"{skipped} already there, skipped")  # fmt: skip
+    print(
+        f"stored {stored} entries in {where} (namespace {args.namespace!r}); "
+        f"{skipped} already there, skipped"
+    )
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from agent_cache.ops import backend_names, export_entries
+
+    bar = _progress(None, "export", not args.no_progress)
+    with _open_cache(args) as cache:
+        report = export_entries(
+            cache,
+            args.out,
+            namespace=args.namespace,
+            resume=args.resume,
+            overwrite=args.force,
+            progress=bar.update if bar is not None else None,
+        )
+        where = backend_names(cache)
+    if bar is not None:
+        bar.close()
+    torn = "; a torn last line was rewritten" if report.torn else ""
+    print(
+        f"exported {report.written} entries from {where['exact']} to {args.out}"
+        f" ({report.already} already in the file{torn})"
+    )
+    return 0
+
+
+def _cmd_clear(args: argparse.Namespace) -> int:
+    from agent_cache.ops import backend_names, clear_entries, entry_counts
+
+    with _open_cache(args) as cache:
+        where = backend_names(cache)
+        counts = entry_counts(cache, args.namespace)["entries"]
+        scope = (
+            f"namespace {args.namespace!r}"
+            if args.namespace is not None
+            else f"every namespace of prefix {args.prefix!r}"
+        )
+        word = args.namespace if args.namespace is not None else args.prefix
+        if not args.yes:
+            print(
+                f"about to delete {counts['exact']} entries and {counts['semantic']} vectors "
+                f"of {scope}\n  entries: {where['exact']}\n  vectors: {where['semantic']}"
+            )
+            print(f"type {word!r} to confirm: ", end="", flush=True)
+            answer = sys.stdin.readline().strip()
+            if answer != word:
+                raise AgentCacheError("not confirmed: nothing was deleted")
+        removed = clear_entries(cache, args.namespace)
+    print(f"deleted {removed} entries of {scope} ({where['exact']})")
     return 0
 
 
@@ -265,16 +396,22 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_stats(args: argparse.Namespace) -> int:
     from agent_cache.stats import CacheStats
 
-    if args.file is None and args.path is None:
-        raise AgentCacheError("give a stats snapshot FILE (CacheStats.save, replay --save) "
-                              "or --path of a cache")  # fmt: skip
+    backend = args.path is not None or args.redis_url or args.chroma_url
+    if args.file is None and not backend:
+        raise AgentCacheError(
+            "give a stats snapshot FILE (CacheStats.save, replay --save), "
+            "or a cache: --path, --redis-url, --chroma-url"
+        )
     out: dict[str, Any] = {}
     stats = CacheStats.load(args.file) if args.file else None
-    if args.path is not None:
-        from agent_cache.cache import LayeredCache
+    if backend:
+        from agent_cache.ops import backend_names, entry_counts
 
-        with LayeredCache(path=args.path, embedder=_embedder("hash")) as cache:
-            out["entries"] = cache.entry_counts()
+        if args.path is None:
+            args.path = ".agent_cache"
+        with _open_cache(args) as cache:
+            out.update(entry_counts(cache, args.namespace))
+            out["backends"] = backend_names(cache)
     if args.plot:
         if stats is None:
             raise AgentCacheError("--plot needs a stats snapshot FILE")
@@ -292,8 +429,13 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         except ImportError:
             print(stats)
     if "entries" in out:
-        e = out["entries"]
-        print(f"entries in {args.path}: exact {e['exact']}, semantic {e['semantic']}")
+        b, e = out["backends"], out["entries"]
+        print(f"entries: {b['exact']}\nvectors: {b['semantic']}")
+        width = max([len("namespace"), *(len(ns) for ns in out["namespaces"])])
+        print(f"{'namespace':<{width}}  {'exact':>9}  {'semantic':>9}")
+        for ns, c in out["namespaces"].items():
+            print(f"{ns:<{width}}  {c['exact']:>9}  {c['semantic']:>9}")
+        print(f"{'total':<{width}}  {e['exact']:>9}  {e['semantic']:>9}")
     return 0
 
 
@@ -309,7 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
     bench.add_argument(
-        "suite", choices=["core", "prefix", "semantic", "latency"], help="which benchmark"
+        "suite",
+        choices=["core", "prefix", "semantic", "latency", "backends"],
+        help="which benchmark",
     )
     bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
@@ -342,7 +486,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the peer (prefix: ContextPilot; semantic, latency: GPTCache)",
     )
     bench.add_argument(
-        "--callers", type=int, nargs="+", default=[1, 8], help="latency: concurrent callers"
+        "--callers",
+        type=int,
+        nargs="+",
+        default=[1, 8],
+        help="latency, backends: concurrent callers (threads)",
+    )
+    bench.add_argument("--entries", type=int, default=2000, help="backends: entries stored")
+    bench.add_argument("--lookups", type=int, default=300, help="backends: lookups per cell")
+    bench.add_argument("--writers", type=int, default=4, help="backends: writer processes")
+    bench.add_argument("--writes", type=int, default=500, help="backends: stores per writer")
+    bench.add_argument(
+        "--embedder",
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        help="backends: the model (the default is what users get)",
     )
     bench.add_argument(
         "--trap", default=None, help="latency: trap suite (default tests/data/trap_pairs.jsonl)"
@@ -403,16 +560,37 @@ def build_parser() -> argparse.ArgumentParser:
     tv.set_defaults(func=_cmd_train_verifier)
 
     warm = sub.add_parser(
-        "warmup", help="bulk-load {prompt, response} / {question, answer} lines or a replay log"
+        "warmup",
+        help="bulk-load {prompt, response} / {question, answer} lines, a replay log, "
+        "or an `agent-cache export` file",
     )
     warm.add_argument("file")
-    warm.add_argument("--path", default=".agent_cache")
+    _backend_arguments(warm)
     warm.add_argument("--namespace", default="default")
     warm.add_argument("--llm-string", default="")
     warm.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
     warm.add_argument("--batch-size", type=int, default=256)
     warm.add_argument("--no-progress", action="store_true")
     warm.set_defaults(func=_cmd_warmup)
+
+    exp = sub.add_parser("export", help="write every live entry as JSON lines (resumable)")
+    exp.add_argument("out", help="the JSONL file (re-import it with `agent-cache warmup`)")
+    _backend_arguments(exp)
+    exp.add_argument("--namespace", default=None, help="only this namespace")
+    exp.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted export of OUT (no entry twice)",
+    )
+    exp.add_argument("--force", action="store_true", help="overwrite an existing OUT")
+    exp.add_argument("--no-progress", action="store_true")
+    exp.set_defaults(func=_cmd_export)
+
+    clr = sub.add_parser("clear", help="delete one namespace's (or this prefix's) entries")
+    _backend_arguments(clr)
+    clr.add_argument("--namespace", default=None, help="only this namespace")
+    clr.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    clr.set_defaults(func=_cmd_clear)
 
     rep = sub.add_parser("replay", help="replay a request log: what each layer would save")
     rep.add_argument("file", help="JSONL: OpenAI-style {request, response} or simple records")
@@ -431,10 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-progress", action="store_true")
     rep.set_defaults(func=_cmd_replay)
 
-    st = sub.add_parser("stats", help="show a stats snapshot (and a cache's entry counts)")
+    st = sub.add_parser("stats", help="a stats snapshot, and a cache's entries per namespace")
     st.add_argument("file", nargs="?", default=None,
                     help="written by CacheStats.save() or replay --save")  # fmt: skip
-    st.add_argument("--path", default=None, help="count the entries of this cache")
+    _backend_arguments(st, path=None)
+    st.add_argument("--namespace", default=None, help="count only this namespace")
     st.add_argument("--json", action="store_true")
     st.add_argument("--plot", default=None, metavar="PNG")
     st.set_defaults(func=_cmd_stats)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
 from agent_cache.errors import ConfigurationError
+from agent_cache.stores._entry import StoredEntry
 
 __all__ = ["MemoryStore"]
 
@@ -190,6 +191,41 @@ class MemoryStore:
             if namespace is None:
                 return len(self._records)
             return sum(1 for r in self._records.values() if r.namespace == namespace)
+
+    def namespace_counts(self) -> dict[str, int]:
+        """Records held per namespace (expired ones not yet removed included)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for record in self._records.values():
+                out[record.namespace] = out.get(record.namespace, 0) + 1
+            return out
+
+    def entries(
+        self, now: float, namespace: str | None = None, *, batch: int = 500
+    ) -> Iterator[StoredEntry]:
+        """Every record live at ``now`` (of ``namespace`` if given), oldest use first.
+
+        A snapshot taken in batches of ``batch`` under the lock: records written while the
+        iteration runs may or may not appear; none appears twice. Reading does not count
+        as a use for the LRU order.
+        """
+        with self._lock:
+            keys = [
+                k for k, r in self._records.items() if namespace is None or r.namespace == namespace
+            ]
+        for start in range(0, len(keys), max(1, batch)):
+            with self._lock:
+                found = [(k, self._records.get(k)) for k in keys[start : start + batch]]
+            for key, record in found:
+                if record is None or (record.expires_at is not None and record.expires_at <= now):
+                    continue
+                yield StoredEntry(
+                    key,
+                    record.namespace,
+                    record.value,
+                    record.expires_at,
+                    tuple(sorted(record.tags)),
+                )
 
     # -- counters ----------------------------------------------------------------------
 

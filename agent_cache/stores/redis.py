@@ -44,6 +44,7 @@ from typing import Any
 
 from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
+from agent_cache.stores._entry import StoredEntry
 
 __all__ = ["RedisStore"]
 
@@ -359,6 +360,71 @@ class RedisStore:
             for name in names:
                 pipe.scard(self._ns(name))
             return sum(int(n) for n in pipe.execute()) if names else 0
+
+    def namespace_counts(self) -> dict[str, int]:
+        """About how many records each namespace holds (approximate like :meth:`count`)."""
+        with self._errors("namespace_counts"):
+            client = self._redis()
+            names = sorted(_text(n) for n in client.smembers(self._prefix + "namespaces"))
+            if not names:
+                return {}
+            pipe = client.pipeline(transaction=False)
+            for name in names:
+                pipe.scard(self._ns(name))
+            counts = [int(n) for n in pipe.execute()]
+        return {name: n for name, n in zip(names, counts, strict=True) if n}
+
+    def entries(
+        self, now: float, namespace: str | None = None, *, batch: int = 500
+    ) -> Iterator[StoredEntry]:
+        """Every record live at ``now`` (of ``namespace`` if given), namespace by namespace.
+
+        Found through this prefix's namespace sets (``SSCAN``, never a ``SCAN`` of the
+        database, so another application's keys are never read), read in pipelines of
+        ``batch`` records; a member listed twice by ``SSCAN`` is yielded once. A record
+        written while the iteration runs may or may not appear.
+        """
+        step = max(1, min(batch, _CHUNK))
+        with self._errors("entries"):
+            client = self._redis()
+            if namespace is not None:
+                names = [namespace]
+            else:
+                names = sorted(_text(n) for n in client.smembers(self._prefix + "namespaces"))
+        for name in names:
+            seen: set[str] = set()
+            cursor = 0
+            while True:
+                with self._errors("entries"):
+                    cursor, raw = client.sscan(self._ns(name), cursor, count=step)
+                    fresh = [k for k in dict.fromkeys(_text(m) for m in raw) if k not in seen]
+                    seen.update(fresh)
+                    found = self._read_entries(name, fresh, now) if fresh else []
+                yield from found
+                if int(cursor) == 0:
+                    break
+
+    def _read_entries(self, namespace: str, keys: list[str], now: float) -> list[StoredEntry]:
+        pipe = self._redis().pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(self._e(key), ["v", "n", "x"])
+            pipe.smembers(self._kt(key))
+        replies = pipe.execute()
+        out = []
+        for i, key in enumerate(keys):
+            value, owner, expires = replies[2 * i]
+            if owner is None or _text(owner) != namespace:
+                continue  # expired natively, or moved to another namespace
+            live = self._live(value, expires, now)
+            if live is None:
+                continue
+            tags = tuple(sorted(_text(t) for t in replies[2 * i + 1]))
+            out.append(
+                StoredEntry(
+                    key, namespace, live, None if expires is None else float(_text(expires)), tags
+                )
+            )
+        return out
 
     # -- counters ----------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.stores import _vector_table as vt
+from agent_cache.stores._entry import StoredEntry
 
 __all__ = ["SQLiteStore"]
 
@@ -267,6 +268,56 @@ class SQLiteStore:
                     .fetchone()
                 )
         return int(row[0])
+
+    def namespace_counts(self) -> dict[str, int]:
+        """Records stored per namespace (expired ones not yet purged included)."""
+        with self._errors("namespace_counts"):
+            rows = (
+                self._conn()
+                .execute("SELECT namespace, COUNT(*) FROM entries GROUP BY namespace")
+                .fetchall()
+            )
+        return {str(ns): int(n) for ns, n in rows}
+
+    def entries(
+        self, now: float, namespace: str | None = None, *, batch: int = 500
+    ) -> Iterator[StoredEntry]:
+        """Every record live at ``now`` (of ``namespace`` if given), in key order.
+
+        Read in pages of ``batch`` records (one short read each, with their tags), so
+        writers are never blocked for long: a record written while the iteration runs
+        appears if its key sorts after the current page, and none appears twice.
+        """
+        after = ""
+        scoped = "" if namespace is None else "AND namespace = ? "
+        while True:
+            params: tuple[Any, ...] = (after, now) + (() if namespace is None else (namespace,))
+            with self._errors("entries"), self.snapshot("entries") as conn:
+                rows = conn.execute(
+                    "SELECT key, namespace, value, expires_at FROM entries WHERE key > ? "
+                    f"AND (expires_at IS NULL OR expires_at > ?) {scoped}ORDER BY key LIMIT ?",
+                    (*params, max(1, batch)),
+                ).fetchall()
+                tags: dict[str, list[str]] = {}
+                if rows:
+                    keys = [str(r[0]) for r in rows]
+                    for chunk in _chunks(keys):
+                        for key, tag in conn.execute(
+                            f"SELECT key, tag FROM tags WHERE key IN ({_marks(len(chunk))})",
+                            chunk,
+                        ):
+                            tags.setdefault(str(key), []).append(str(tag))
+            if not rows:
+                return
+            for key, ns, value, expires in rows:
+                yield StoredEntry(
+                    str(key),
+                    str(ns),
+                    str(value),
+                    None if expires is None else float(expires),
+                    tuple(sorted(tags.get(str(key), ()))),
+                )
+            after = str(rows[-1][0])
 
     def housekeep(self, now: float, limit: int = 256) -> list[str]:
         """Delete up to ``limit`` records expired at ``now``, their tag rows and vectors

@@ -414,6 +414,45 @@ class ChromaVectorStore:
         with self._guarded():
             return int(self._run("count", lambda collection: collection.count()))
 
+    def namespace_counts(self) -> dict[str, int]:
+        """Vectors per metadata ``namespace`` in this collection, read page by page."""
+
+        def tally(collection: Any) -> dict[str, int]:
+            out: dict[str, int] = {}
+            offset = 0
+            while True:
+                page = collection.get(limit=_PAGE, offset=offset, include=["metadatas"])
+                metas = page.get("metadatas") or []
+                for meta in metas:
+                    ns = str((meta or {}).get("namespace", ""))
+                    out[ns] = out.get(ns, 0) + 1
+                if len(page.get("ids") or []) < _PAGE:
+                    return out
+                offset += _PAGE
+
+        with self._guarded():
+            result: dict[str, int] = self._run("count", tally)
+        return result
+
+    def metadata(self, ids: Sequence[str]) -> dict[str, dict[str, MetaValue]]:
+        """The stored metadata of those ``ids`` that have a vector (``scope``, ...)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+
+        def read(collection: Any) -> dict[str, dict[str, MetaValue]]:
+            out: dict[str, dict[str, MetaValue]] = {}
+            for start in range(0, len(unique), _PAGE):
+                page = collection.get(ids=unique[start : start + _PAGE], include=["metadatas"])
+                metas = page.get("metadatas") or [None] * len(page["ids"])
+                for id_, meta in zip(page["ids"], metas, strict=True):
+                    out[str(id_)] = _from_chroma(meta)
+            return out
+
+        with self._guarded():
+            result: dict[str, dict[str, MetaValue]] = self._run("get", read)
+        return result
+
     def close(self) -> None:
         """Release a client we created; a client passed in is left open. Idempotent."""
         with self._lock:

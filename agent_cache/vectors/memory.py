@@ -244,5 +244,26 @@ class MemoryVectorStore:
         with self._lock:
             return len(self._scope_of)
 
+    def namespace_counts(self) -> dict[str, int]:
+        """Vectors per metadata ``namespace`` (expired ones included until deleted)."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for partition in self._partitions.values():
+                for meta in partition.metas:
+                    ns = str(meta.get("namespace", ""))
+                    out[ns] = out.get(ns, 0) + 1
+            return out
+
+    def metadata(self, ids: Sequence[str]) -> dict[str, dict[str, MetaValue]]:
+        """The stored metadata of those ``ids`` that have a vector."""
+        with self._lock:
+            out: dict[str, dict[str, MetaValue]] = {}
+            for id_ in ids:
+                scope = self._scope_of.get(id_)
+                if scope is not None:
+                    partition = self._partitions[scope]
+                    out[id_] = dict(partition.metas[partition.rows[id_]])
+            return out
+
     def close(self) -> None:
         """Nothing to release; the store stays usable."""

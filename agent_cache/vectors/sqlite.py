@@ -162,6 +162,20 @@ class SQLiteVectorStore:
             row = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()
         return int(row[0])
 
+    def namespace_counts(self) -> dict[str, int]:
+        """Vectors per namespace (expired ones included until purged)."""
+        with self._store.snapshot("vector count") as conn:
+            rows = conn.execute("SELECT namespace, COUNT(*) FROM vectors GROUP BY namespace")
+            return {str(ns): int(n) for ns, n in rows.fetchall()}
+
+    def metadata(self, ids: Sequence[str]) -> dict[str, dict[str, MetaValue]]:
+        """The stored metadata of those ``ids`` that have a vector (``scope``, ...)."""
+        unique = list(dict.fromkeys(ids))
+        out: dict[str, dict[str, MetaValue]] = {}
+        for start in range(0, len(unique), 500):
+            out.update(self._metadata(unique[start : start + 500]))
+        return out
+
     def close(self) -> None:
         """Close the SQLite store if this object opened it; a store passed in stays open."""
         if self._owns_store:

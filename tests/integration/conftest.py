@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,47 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_cache.bench.servers import free_port, redis_answers, redis_argv, stop
 
-def redis_argv(binary: str, port: int, workdir: Path) -> list[str]:
-    """A throwaway redis-server on loopback: no persistence, files in ``workdir``."""
-    return [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(workdir),
-    ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _redis_answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+# one definition of the loopback servers, shared with `agent-cache bench backends`
+_free_port, _redis_answers, _stop = free_port, redis_answers, stop
 
 
 @pytest.fixture(scope="session")

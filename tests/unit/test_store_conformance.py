@@ -18,7 +18,7 @@ import pytest
 import agent_cache.stores
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import KVStore
-from agent_cache.stores import MemoryStore, SQLiteStore
+from agent_cache.stores import MemoryStore, SQLiteStore, StoredEntry
 from agent_cache.stores import sqlite as sqlite_module
 
 UNICODE = [
@@ -214,6 +214,43 @@ class StoreConformance:
         store.close()
         store.close()
 
+    # -- iteration (export) and counts per namespace (stats) ---------------------------
+
+    def test_entries_yield_live_records_with_tags_and_expiry(self, store: KVStore) -> None:
+        store.set("a", '"1"', namespace="alpha", expires_at=None, tags=["z", "doc"], now=0.0)
+        store.set("b", '"2"', namespace="alpha", expires_at=50.0, now=0.0)
+        store.set("c", '"3"', namespace="beta", expires_at=500.0, tags=["t"], now=0.0)
+        entries = {e.key: e for e in store.entries(100.0)}
+        assert set(entries) == {"a", "c"}  # b expired at 50
+        assert entries["a"] == StoredEntry("a", "alpha", '"1"', None, ("doc", "z"))
+        assert entries["c"] == StoredEntry("c", "beta", '"3"', 500.0, ("t",))
+        only = [e.key for e in store.entries(0.0, "alpha")]
+        assert sorted(only) == ["a", "b"]
+        assert list(store.entries(0.0, "gamma")) == []
+
+    def test_entries_page_through_many_records_once_each(self, store: KVStore) -> None:
+        keys = [f"k{i:03d}" for i in range(1203)]
+        for i, key in enumerate(keys):
+            store.set(key, str(i), namespace="ns" if i % 3 else "other", expires_at=None, now=0.0)
+        seen = [e.key for e in store.entries(0.0, batch=7)]
+        assert len(seen) == len(keys) and set(seen) == set(keys)
+        ns = [e.key for e in store.entries(0.0, "ns", batch=500)]
+        assert len(ns) == len(set(ns)) == 802
+
+    def test_entries_follow_a_namespace_move(self, store: KVStore) -> None:
+        store.set("k", '"1"', namespace="alpha", expires_at=None, now=0.0)
+        store.set("k", '"2"', namespace="beta", expires_at=None, now=0.0)
+        assert [(e.key, e.namespace, e.value) for e in store.entries(0.0)] == [("k", "beta", '"2"')]
+        assert list(store.entries(0.0, "alpha")) == []
+
+    def test_namespace_counts(self, store: KVStore) -> None:
+        assert store.namespace_counts() == {}
+        for key, ns in (("a", "alpha"), ("b", "alpha"), ("c", "beta")):
+            store.set(key, "1", namespace=ns, expires_at=None, now=0.0)
+        assert store.namespace_counts() == {"alpha": 2, "beta": 1}
+        store.clear("alpha")
+        assert store.namespace_counts() == {"beta": 1}
+
 
 class TestMemoryStore(StoreConformance):
     @pytest.fixture
@@ -325,7 +362,12 @@ class TestSQLiteStore(StoreConformance):
 
 class TestStoresPackage:
     def test_exported_names(self) -> None:
-        assert sorted(agent_cache.stores.__all__) == ["MemoryStore", "RedisStore", "SQLiteStore"]
+        assert sorted(agent_cache.stores.__all__) == [
+            "MemoryStore",
+            "RedisStore",
+            "SQLiteStore",
+            "StoredEntry",
+        ]
 
     def test_redis_store_is_imported_lazily(self) -> None:
         from agent_cache.stores.redis import RedisStore

@@ -1,0 +1,404 @@
+"""Operations on a cache's stores, for ``agent-cache stats / export / warmup / clear``.
+
+Every function takes a :class:`~agent_cache.LayeredCache` and works on the stores it
+builds (``path``, ``redis_url``, ``chroma_url``, ``prefix``, ``vector_backend``), so the
+command line reaches exactly what the application reaches, and nothing else: a Redis
+prefix or a Chroma collection of another deployment is never read or cleared.
+
+An export is JSON lines, one live entry each::
+
+    {"key": ..., "namespace": ..., "prompt": ..., "response": ..., "tags": [...],
+     "expires_at": 1767225600.0 | null, "created": ..., "tier": ..., "tokens": ...,
+     "version": 0, "scope": "..." | null, "vector_expires_at": ... | null}
+
+``scope`` is the entry's semantic scope (model identity, template version, context,
+hashed; ``null``: it had no vector) and ``version`` its namespace's version counter:
+:func:`restore_entries` writes each entry under its own key and re-embeds its prompt
+into that scope, so the restored entries hit for the same prompts, exactly and
+semantically, on any backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_cache import _request as rq
+from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
+from agent_cache.protocols import KVStore, MetaValue, VectorStore
+from agent_cache.stores._entry import StoredEntry
+
+if TYPE_CHECKING:
+    from agent_cache.cache import LayeredCache
+
+__all__ = [
+    "ExportReport",
+    "RestoreReport",
+    "backend_names",
+    "clear_entries",
+    "entry_counts",
+    "export_entries",
+    "is_export_row",
+    "restore_entries",
+]
+
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What :func:`export_entries` did: lines written now, and found from an earlier run."""
+
+    written: int
+    already: int
+    torn: bool  # a torn last line (an interrupted run) was dropped and rewritten
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """What :func:`restore_entries` did."""
+
+    stored: int
+    skipped: int  # already there (a resumed load)
+    expired: int  # expired since the export: not written
+    behind: int  # written, but the target namespace's version is already past the entry's
+
+
+def backend_names(cache: LayeredCache) -> dict[str, str]:
+    """Where the cache's entries and vectors live, in words (no secrets of the URL)."""
+    from urllib.parse import urlsplit
+
+    def where(url: str) -> str:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    exact = (
+        f"redis {where(cache.redis_url)} prefix {cache.prefix + ':'!r}"
+        if cache.redis_url
+        else f"sqlite {cache.path / 'exact.sqlite3'}"
+        if cache.path is not None
+        else "memory"
+    )
+    if cache.chroma_url:
+        semantic = f"chroma server {where(cache.chroma_url)} collection {cache.prefix!r}"
+    elif cache.path is None or cache.vector_backend == "memory":
+        semantic = "memory"
+    elif cache.vector_backend == "chroma":
+        semantic = f"embedded chroma {cache.path / 'vectors'} collection {cache.prefix!r}"
+    elif cache.redis_url:
+        semantic = f"sqlite {cache.path / 'vectors.sqlite3'}"
+    else:
+        semantic = "sqlite (with the entries)"
+    return {"exact": exact, "semantic": semantic}
+
+
+def _need(store: object, method: str, what: str) -> Callable[..., Any]:
+    fn = getattr(store, method, None)
+    if not callable(fn):
+        raise ConfigurationError(f"{type(store).__name__} has no {method}() (needed by {what})")
+    return fn  # type: ignore[no-any-return]
+
+
+def entry_counts(cache: LayeredCache, namespace: str | None = None) -> dict[str, Any]:
+    """Entries per namespace and layer: ``{"entries": {"exact": n, "semantic": m},
+    "namespaces": {ns: {"exact": n, "semantic": m}}}`` (only ``namespace`` if given).
+
+    Counts include expired entries that housekeeping has not purged yet (and, on Redis,
+    records that expired natively until their namespace is next cleaned).
+    """
+    exact: dict[str, int] = _need(cache.kv_store, "namespace_counts", "stats")()
+    vectors: dict[str, int] = _need(cache.vector_store, "namespace_counts", "stats")()
+    names = sorted(set(exact) | set(vectors))
+    if namespace is not None:
+        names = [namespace]
+    per = {ns: {"exact": exact.get(ns, 0), "semantic": vectors.get(ns, 0)} for ns in names}
+    total = {
+        "exact": sum(v["exact"] for v in per.values()),
+        "semantic": sum(v["semantic"] for v in per.values()),
+    }
+    return {"entries": total, "namespaces": per}
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def _done_keys(out: Path) -> tuple[set[str], bool]:
+    """Keys of the complete lines of an earlier export; drop a torn last line."""
+    done: set[str] = set()
+    good = 0  # byte offset after the last complete line
+    with out.open("rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.endswith(b"\n"):
+                break  # the run was cut inside this line: rewritten below
+            good += len(line)
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key = row["key"]
+                if not isinstance(key, str):
+                    raise TypeError("key is not a str")
+            except (ValueError, TypeError, KeyError) as exc:
+                raise AgentCacheError(
+                    f"{out}:{n}: not a line of an agent-cache export ({exc}); cannot resume"
+                ) from exc
+            done.add(key)
+    torn = good < out.stat().st_size
+    if torn:
+        with out.open("r+b") as fh:
+            fh.truncate(good)
+    return done, torn
+
+
+def _export_line(
+    entry: StoredEntry, version: int, meta: Mapping[str, MetaValue] | None
+) -> str | None:
+    try:
+        record = rq.decode_record(entry.value, entry.key)
+    except SerializationError:
+        return None  # a record this library did not write: nothing to restore it from
+    vector_expires: Any = None if meta is None else meta.get("expires_at")
+    if not isinstance(vector_expires, int | float) or vector_expires >= rq.NO_EXPIRY:
+        vector_expires = None
+    row = {
+        "key": entry.key,
+        "namespace": entry.namespace,
+        "prompt": str(record.get("p", "")),
+        "response": record["r"],
+        "tags": list(entry.tags),
+        "expires_at": entry.expires_at,
+        "created": record.get("c"),
+        "tier": record.get("tier"),
+        "tokens": record.get("t"),
+        "version": version,
+        "scope": None if meta is None else meta.get("scope"),
+        "vector_expires_at": vector_expires,
+    }
+    return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _batches(items: Iterable[StoredEntry], size: int) -> Iterator[list[StoredEntry]]:
+    batch: list[StoredEntry] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def export_entries(
+    cache: LayeredCache,
+    out: str | os.PathLike[str],
+    *,
+    namespace: str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ExportReport:
+    """Write every live entry (of ``namespace``, or all) to ``out`` as JSON lines.
+
+    With ``resume``, an existing file is continued: its complete lines are kept, a torn
+    last line (a run cut short) is dropped, and only entries not in the file yet are
+    appended, so no entry is written twice. Without it, an existing file is an error
+    unless ``overwrite``. Lines are flushed every batch and synced at the end.
+
+    Example:
+        >>> export_entries(LayeredCache(path=".agent_cache"), "cache.jsonl")  # doctest: +SKIP
+        ExportReport(written=1200, already=0, torn=False)
+    """
+    target = Path(out)
+    kv, vectors = cache.kv_store, cache.vector_store
+    scan = _need(kv, "entries", "export")
+    read_meta = getattr(vectors, "metadata", None)
+    done: set[str] = set()
+    torn = False
+    if target.exists() and resume:
+        done, torn = _done_keys(target)
+    elif target.exists() and not overwrite:
+        raise ConfigurationError(
+            f"{target} exists: pass --resume to continue it, or --force to overwrite it"
+        )
+    versions: dict[str, int] = {}
+    written = 0
+    now = cache.clock()
+    with target.open("ab" if resume else "wb") as fh:
+        for batch in _batches(scan(now, namespace, batch=_BATCH), _BATCH):
+            todo = [e for e in batch if e.key not in done]
+            if not todo:
+                continue
+            metas: Mapping[str, Mapping[str, MetaValue]] = (
+                read_meta([e.key for e in todo]) if callable(read_meta) else {}
+            )
+            lines = []
+            for entry in todo:
+                if entry.namespace not in versions:
+                    versions[entry.namespace] = kv.get_counter(rq.version_counter(entry.namespace))
+                line = _export_line(entry, versions[entry.namespace], metas.get(entry.key))
+                if line is not None:
+                    lines.append(line.encode("utf-8"))
+                    done.add(entry.key)
+            fh.write(b"".join(lines))
+            fh.flush()
+            written += len(lines)
+            if progress is not None:
+                progress(len(todo))
+        os.fsync(fh.fileno())
+    return ExportReport(written=written, already=len(done) - written, torn=torn)
+
+
+# -- restore (warmup of an export) ------------------------------------------------------
+
+
+def is_export_row(row: Mapping[str, Any]) -> bool:
+    """Whether a JSON line is one :func:`export_entries` wrote."""
+    return "key" in row and "namespace" in row and "response" in row and "scope" in row
+
+
+def _number(row: Mapping[str, Any], name: str, where: str) -> float | None:
+    value = row.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigurationError(f"{where}: {name} must be a number or null, got {value!r}")
+    return float(value)
+
+
+def _checked(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    for name in ("key", "namespace", "prompt"):
+        if not isinstance(row.get(name), str):
+            raise ConfigurationError(f"{where}: {name!r} must be a string")
+    tags = row.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ConfigurationError(f"{where}: 'tags' must be a list of strings")
+    scope = row.get("scope")
+    if scope is not None and not isinstance(scope, str):
+        raise ConfigurationError(f"{where}: 'scope' must be a string or null")
+    version = row.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ConfigurationError(f"{where}: 'version' must be an integer >= 0")
+    return {
+        **row,
+        "tags": tags,
+        "expires_at": _number(row, "expires_at", where),
+        "vector_expires_at": _number(row, "vector_expires_at", where),
+        "created": _number(row, "created", where),
+    }
+
+
+def _joint(kv: KVStore, vectors: VectorStore) -> bool:
+    from agent_cache.vectors.sqlite import SQLiteVectorStore
+
+    return isinstance(vectors, SQLiteVectorStore) and vectors.store is kv
+
+
+def _catch_up(kv: KVStore, namespace: str, version: int) -> bool:
+    """Raise the namespace's version counter to ``version``; False if it is already past."""
+    name = rq.version_counter(namespace)
+    current = kv.get_counter(name)
+    while current < version:
+        current = kv.incr(name)
+    return current == version
+
+
+def restore_entries(
+    cache: LayeredCache,
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    batch_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> RestoreReport:
+    """Write exported entries (``(where, row)`` pairs) under their own keys, tags and
+    expiry, with their prompts re-embedded into their scopes; entries already present
+    are skipped (a resumed load), entries expired since the export are left out. A
+    namespace's version counter is raised to the exported one, so the keys hit.
+    """
+    kv, vectors = cache.kv_store, cache.vector_store
+    joint = _joint(kv, vectors)
+    checked = [_checked(row, where) for where, row in rows]
+    stored = skipped = expired = behind = 0
+    current: dict[str, bool] = {}
+    for start in range(0, len(checked), max(1, batch_size)):
+        chunk = checked[start : start + batch_size]
+        now = cache.clock()
+        present = kv.get_many([r["key"] for r in chunk], now)
+        todo = []
+        for row in chunk:
+            if row["key"] in present:
+                skipped += 1
+            elif row["expires_at"] is not None and row["expires_at"] <= now:
+                expired += 1
+            else:
+                todo.append(row)
+        semantic = [r for r in todo if r["scope"] is not None]
+        embedded: Iterator[Any] = iter(
+            cache.embedder.embed([r["prompt"] for r in semantic]) if semantic else []
+        )
+        ids: list[str] = []
+        vecs: list[Any] = []
+        metas: list[dict[str, MetaValue]] = []
+        for row in todo:
+            ns = row["namespace"]
+            if ns not in current:
+                current[ns] = _catch_up(kv, ns, row.get("version", 0))
+            behind += not current[ns]
+            record = rq.encode_record(
+                row["prompt"],
+                row["response"],
+                tokens=row.get("tokens"),
+                created=row["created"] if row["created"] is not None else now,
+                tier=str(row.get("tier") or ""),
+                expires=row["expires_at"],
+            )
+            write: dict[str, Any] = {}
+            if row["scope"] is not None:
+                vx = row["vector_expires_at"]
+                meta: dict[str, MetaValue] = {
+                    "scope": row["scope"],
+                    "namespace": ns,
+                    "key": row["key"],
+                    "text": row["prompt"][:2000],
+                    "expires_at": rq.NO_EXPIRY if vx is None else vx,
+                }
+                vector = next(embedded)
+                if joint:
+                    write = {"vector": vector, "vector_meta": meta}
+                else:
+                    ids.append(row["key"])
+                    vecs.append(vector)
+                    metas.append(meta)
+            kv.set(
+                row["key"],
+                record,
+                namespace=ns,
+                expires_at=row["expires_at"],
+                tags=row["tags"],
+                now=now,
+                **write,
+            )
+            stored += 1
+        if ids:
+            vectors.add(ids, vecs, metas)
+        if progress is not None:
+            progress(len(chunk))
+    return RestoreReport(stored=stored, skipped=skipped, expired=expired, behind=behind)
+
+
+# -- clear ------------------------------------------------------------------------------
+
+
+def clear_entries(cache: LayeredCache, namespace: str | None = None) -> int:
+    """Delete the entries and vectors of ``namespace`` (or all of this deployment's:
+    its SQLite file, its Redis prefix, its Chroma collection); return the entries
+    deleted. Namespace version counters are kept (they only ever grow)."""
+    removed = cache.kv_store.clear(namespace)
+    cache.vector_store.clear(namespace)
+    return removed
