@@ -395,7 +395,7 @@ def test_never_closes_a_client_it_was_given(cluster: Cluster) -> None:
         router.chat(msgs("x"))
     assert not cluster.client.is_closed
     owned = VllmRouter(URLS)
-    inner = owned._sync()
+    inner = owned.channel.client()
     owned.close()
     assert inner.is_closed
 
@@ -431,7 +431,7 @@ async def test_async_failover_and_error(cluster: Cluster) -> None:
 
 async def test_async_router_owns_its_async_client() -> None:
     router = VllmRouter(URLS)
-    inner = router._async()
+    inner = router.channel.async_client()
     async with router:
         pass
     assert inner.is_closed
