@@ -420,6 +420,17 @@ class VllmRouter:
         resp, ep = self._channel.send(call)
         return token_ids(json_body(resp, ep), ep)
 
+    def models(self) -> list[str]:
+        """The model ids the servers serve (``GET /models`` under the API base, on the
+        endpoint the policy picks), e.g. to learn the ``model`` to send.
+
+        Example:
+            >>> router.models()  # doctest: +SKIP
+            ['Qwen/Qwen2.5-7B-Instruct']
+        """
+        resp, ep = self._channel.send(Call("GET", "models"))
+        return _model_ids(json_body(resp, ep))
+
     def metrics(self) -> dict[str, PrefixCacheMetrics | None]:
         """Scrape every endpoint's ``/metrics`` for the prefix-cache counters.
 
@@ -628,6 +639,11 @@ class VllmRouter:
         resp, ep = await self._channel.asend(call)
         return token_ids(json_body(resp, ep), ep)
 
+    async def amodels(self) -> list[str]:
+        """Async twin of :meth:`models`."""
+        resp, ep = await self._channel.asend(Call("GET", "models"))
+        return _model_ids(json_body(resp, ep))
+
     async def ametrics(self) -> dict[str, PrefixCacheMetrics | None]:
         """Async twin of :meth:`metrics`."""
         out: dict[str, PrefixCacheMetrics | None] = {}
@@ -764,6 +780,11 @@ def _stream_failed(ep: Endpoint, problem: str) -> BackendError:
     return BackendError(
         f"stream from {ep.base_url} failed after HTTP 200: {problem}", endpoint=ep.base_url
     )
+
+
+def _model_ids(data: Mapping[str, Any]) -> list[str]:
+    items = data.get("data")
+    return [str(m["id"]) for m in items or [] if isinstance(m, dict) and "id" in m]
 
 
 def _chat_fields(

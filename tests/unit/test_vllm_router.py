@@ -5,6 +5,7 @@ The fake implements vLLM's documented fields; every test here runs without a soc
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -435,3 +436,20 @@ async def test_async_router_owns_its_async_client() -> None:
     async with router:
         pass
     assert inner.is_closed
+
+
+def test_models_lists_the_served_ids(cluster: Cluster) -> None:
+    router = cluster.router(policy="round_robin")
+    assert router.models() == [cluster["a"].model]
+    assert asyncio.run(router.amodels()) == [cluster["a"].model]
+    paths = {r.path for f in cluster.fakes.values() for r in f.requests}
+    assert paths == {"/v1/models"}
+
+
+def test_a_plain_chat_sends_only_openai_fields(cluster: Cluster) -> None:
+    """Without a namespace or a stream nothing vLLM-only is sent, so any
+    OpenAI-compatible server (llama.cpp's) takes the body."""
+    router = cluster.router(model="m1", policy="round_robin")
+    router.chat([{"role": "user", "content": "hi"}], max_tokens=4, temperature=0.0)
+    (sent,) = [r for f in cluster.fakes.values() for r in f.api_requests()]
+    assert set(sent.body) == {"model", "messages", "max_tokens", "temperature"}
