@@ -61,3 +61,21 @@ def test_response_usage_of_a_body() -> None:
     body = {"usage": {"prompt_tokens": 5, "completion_tokens": 1}}
     assert response_usage(body) == ModelUsage(5, 1, 0, 6)
     assert ModelUsage(5, 1, 0, 6).as_dict()["total_tokens"] == 6
+
+
+def test_the_llamaindex_codec_reads_usage_through_the_core() -> None:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+    from llama_index.llms.agent_cache import _codec
+
+    details = SimpleNamespace(cached_tokens=32)
+    sdk = SimpleNamespace(
+        usage=SimpleNamespace(
+            prompt_tokens=40, completion_tokens=8, total_tokens=48, prompt_tokens_details=details
+        )
+    )
+    message = ChatMessage(role="assistant", content="hi")
+    assert _codec.usage(ChatResponse(message=message, raw=sdk)) == (48, 40, 32)
+    raw = {"usage": {"prompt_tokens": 40, "completion_tokens": 8, "prompt_tokens_details": None}}
+    assert _codec.usage(ChatResponse(message=message, raw=raw)) == (48, 40, 0)
+    assert _codec.usage(ChatResponse(message=message)) == (None, None, None)
