@@ -149,9 +149,13 @@ class Writer:
             "now": now,
         }
         if joint:  # embed first: the entry and its vector are written in one transaction
-            vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
-            write["vector"] = vectors[0]
-            write["vector_meta"] = self._vector_meta(req, keys, now, expires)
+            try:
+                vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+            except Exception as exc:  # no vector: the exact entry is written all the same
+                self._failed(exc, "embedding")
+            else:
+                write["vector"] = vectors[0]
+                write["vector_meta"] = self._vector_meta(req, keys, now, expires)
         yield Op(kv, "set", (keys.primary, record), write)
         if embedded and not joint:
             vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))

@@ -150,3 +150,22 @@ def test_a_flow_runs_its_cleanup_ops_whatever_an_op_raises() -> None:
     with pytest.raises(KeyboardInterrupt):
         asyncio.run(run_async(flow()))
     assert res.released == 2
+
+
+class _BrokenEmbedder:
+    name = "broken"
+
+    def embed(self, texts: Any) -> Any:
+        raise RuntimeError("model down")
+
+
+def test_a_failing_embedder_still_writes_the_exact_entry_on_sqlite(tmp_path: Path) -> None:
+    """The joint SQLite write embeds first; a failed embedding keeps the exact entry
+    (ported here from the adapters branch's change to cache.py's store flow)."""
+    with make(path=tmp_path, embedder=_BrokenEmbedder()) as cache:
+        calls: list[int] = []
+        first = cache.fetch("What is RAG?", lambda: calls.append(1) or "Retrieval.")
+        again = cache.fetch("what is  rag?", lambda: calls.append(1) or "Retrieval.")
+        assert first.computed and again.hit is not None and again.hit.layer == "exact"
+        assert len(calls) == 1
+        assert cache.stats().as_dict()["errors"] >= 1
