@@ -6,6 +6,14 @@ drivers run them: :func:`run_sync` calls the method; :func:`run_async` awaits th
 backend's ``a``-prefixed twin when it has one (Redis, HTTP) and otherwise runs the sync
 method in a worker thread (SQLite, embedded Chroma, a local embedding model), so no
 blocking call ever runs inside the event loop.
+
+A flow may itself start flows through an op whose backend has both twins (single-flight
+runs the leader's flow with the caller's driver; refresh-ahead starts one in a thread or
+a task), so the choice of driver is made once, by the public method called.
+
+Whatever an op raises, ``BaseException`` included (a task's ``CancelledError``), is
+thrown into the flow at its ``yield``, so its ``finally`` blocks run and may still yield
+their clean-up ops (releasing a lease) before the exception goes on.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ def run_sync(flow: Flow[T]) -> T:
         while True:
             try:
                 result = getattr(op.backend, op.method)(*op.args, **op.kwargs)
-            except Exception as exc:  # handed to the flow, which decides
+            except BaseException as exc:  # handed to the flow, which decides
                 op = flow.throw(exc)
             else:
                 op = flow.send(result)
@@ -58,7 +66,7 @@ async def run_async(flow: Flow[T]) -> T:
         while True:
             try:
                 result = await _call_async(op)
-            except Exception as exc:
+            except BaseException as exc:
                 op = flow.throw(exc)
             else:
                 op = flow.send(result)

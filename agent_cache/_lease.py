@@ -5,6 +5,9 @@ The store (SQLite file, Redis) provides ``try_lock(name, token, ttl)``,
 that is not renewed expires after ``ttl`` seconds, so a crashed holder never blocks the
 others for longer than that. A store failure is reported through ``on_error`` and reads
 as "no lease available" (the caller degrades to computing), never as an exception.
+
+:func:`contend_flow` is how a miss uses it: take the lease and compute, or wait for the
+answer its holder stores (see there).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Lease", "Pause"]
+from agent_cache._flow import Flow, Op
+
+__all__ = ["Lease", "Pause", "contend_flow"]
+
+LOCK_POLL_S = 0.05  # how often a waiter looks for the holder's answer
+WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
 
 
 class Pause:
@@ -102,3 +110,38 @@ class Lease:
         finally:
             stop.set()
             thread.join(timeout=1.0)
+
+
+_PAUSE = Pause()
+
+
+def contend_flow(
+    lease: Lease, peek: Op, *, on_timeout: Callable[[], None]
+) -> Flow[tuple[Any, bool]]:
+    """Single-flight across processes on a shared store (SQLite file, Redis).
+
+    ``peek`` is the op that reads the answer without stats (``None`` when there is
+    none yet). Returns ``(answer, held)``: the answer another process stored while we
+    waited, or ``(None, True)`` when we hold the lease and must compute, or
+    ``(None, False)`` when there is no lock to take (memory store, store down: compute,
+    degraded). The holder re-checks after taking the lease (the previous holder may just
+    have stored the answer). A waiter polls for the answer and contends for the lease
+    again whenever it is free (the holder finished without storing, or crashed and its
+    lease expired); only after ``WAIT_LEASES`` lease periods does it give up
+    (``on_timeout``) and compute without the lock.
+    """
+    held = yield Op(lease, "acquire")
+    deadline = time.monotonic() + WAIT_LEASES * lease.ttl
+    while held is False:
+        yield Op(_PAUSE, "sleep", (LOCK_POLL_S,))
+        found = yield peek
+        if found is not None:
+            return found, False
+        if time.monotonic() >= deadline:
+            on_timeout()
+            return None, False
+        held = yield Op(lease, "acquire")
+    if not held:
+        return None, False
+    found = yield peek
+    return found, True

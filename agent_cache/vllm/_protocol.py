@@ -8,6 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agent_cache.usage import parse_usage
+
 __all__ = [
     "SseUsageSniffer",
     "chunk_usage",
@@ -45,16 +47,11 @@ def is_generation_path(path: str) -> bool:
     return path.rstrip("/").endswith(("completions", "responses"))
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
 def usage_counts(usage: Any) -> tuple[int, int] | None:
     """``(prompt_tokens, cached_tokens)`` of a ``usage`` object, or None without one.
 
-    vLLM sends ``prompt_tokens_details`` only with ``--enable-prompt-tokens-details`` and
-    (in most versions) as ``null`` when nothing was cached: null or missing means 0. The
-    Responses API names them ``input_tokens`` and ``input_tokens_details``.
+    Read by :func:`agent_cache.usage.parse_usage` (null or missing details mean 0; the
+    Responses API's ``input_tokens`` and ``input_tokens_details`` are read too).
 
     Example:
         >>> usage_counts({"prompt_tokens": 40, "prompt_tokens_details": None})
@@ -64,15 +61,8 @@ def usage_counts(usage: Any) -> tuple[int, int] | None:
         >>> usage_counts({"input_tokens": 40, "input_tokens_details": {"cached_tokens": 16}})
         (40, 16)
     """
-    if not isinstance(usage, Mapping):
-        return None
-    if "prompt_tokens" not in usage and "input_tokens" in usage:
-        details = usage.get("input_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-        return _int(usage.get("input_tokens")), _int(cached)
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return _int(usage.get("prompt_tokens")), _int(cached)
+    parsed = parse_usage(usage)
+    return None if parsed is None else (parsed.prompt_tokens, parsed.cached_tokens)
 
 
 def chunk_usage(chunk: Mapping[str, Any]) -> Any:

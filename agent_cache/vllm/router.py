@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -29,22 +28,18 @@ import httpx
 
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
+from agent_cache.vllm._channel import NAMESPACE_HEADER, SESSION_HEADER, Channel
 from agent_cache.vllm._dispatch import Call, Dispatcher, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
 from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._warmup import Item, WarmupBook
 from agent_cache.vllm.affinity import DEFAULT_DEPTH
 from agent_cache.vllm.metrics import PrefixCacheMetrics, parse_prefix_cache_metrics
+from agent_cache.vllm.transport import AsyncRoutingTransport, RoutingTransport
 
 __all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "VllmRouter"]
 
 log = logging.getLogger("agent_cache.vllm")
-
-#: A request header the routing transport reads (and strips) to pick the namespace.
-NAMESPACE_HEADER = "x-agent-cache-namespace"
-#: A request header the routing transport reads (and strips): the request's session (a
-#: conversation, an agent run), kept on one replica while that is not overloaded.
-SESSION_HEADER = "x-agent-cache-session"
 
 
 class VllmRouter:
@@ -209,11 +204,7 @@ class VllmRouter:
             tokenizer=tokenizer,
         )
         self._warmups = WarmupBook(self._d, self._calls, policy)
-        self._client = client
-        self._aclient = async_client
-        self._owns_client = client is None
-        self._owns_aclient = async_client is None
-        self._client_lock = threading.Lock()
+        self._channel = Channel(self._d, self._calls, client=client, async_client=async_client)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -258,8 +249,7 @@ class VllmRouter:
             >>> VllmRouter(["http://h:8000/v1"]).pick("hello")
             'http://h:8000/v1'
         """
-        call = Call("POST", "", key=self.key_for(prompt, namespace))
-        self._calls.route(call, prompt, namespace, None, session_id)
+        call = self._channel.route(Call("POST", ""), prompt, namespace, None, session_id)
         ep = self._d.pick(call)
         return ep.base_url if ep else None
 
@@ -274,17 +264,11 @@ class VllmRouter:
         with self._d.lock:
             return {e.base_url: e.snapshot() for e in self._d.endpoints}
 
-    def _sync(self) -> httpx.Client:
-        with self._client_lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self._d.timeout)
-            return self._client
-
-    def _async(self) -> httpx.AsyncClient:
-        with self._client_lock:
-            if self._aclient is None:
-                self._aclient = httpx.AsyncClient(timeout=self._d.timeout)
-            return self._aclient
+    @property
+    def channel(self) -> Channel:
+        """The sending side (dispatcher, call builder, HTTP clients) that this router's
+        calls and its routing transports (:meth:`httpx_client`) go through."""
+        return self._channel
 
     # ------------------------------------------------------------------ sync calls
     def chat(
@@ -331,7 +315,7 @@ class VllmRouter:
         call = self._calls.chat(
             messages, model, namespace, extra_body, affinity_key, params, False, session_id
         )
-        resp, ep = self._d.send(self._sync(), call)
+        resp, ep = self._channel.send(call)
         return json_body(resp, ep)
 
     def complete(
@@ -353,7 +337,7 @@ class VllmRouter:
         call = self._calls.completion(
             prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
-        resp, ep = self._d.send(self._sync(), call)
+        resp, ep = self._channel.send(call)
         return json_body(resp, ep)
 
     def stream_chat(
@@ -384,7 +368,7 @@ class VllmRouter:
         call = self._calls.chat(
             messages, model, namespace, extra_body, affinity_key, params, True, session_id
         )
-        resp, ep = self._d.send(self._sync(), call)
+        resp, ep = self._channel.send(call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
         usage: Any = None
@@ -405,7 +389,7 @@ class VllmRouter:
             raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
         finally:
             resp.close()
-            self._d.end_stream(ep, usage, failed=failed)
+            self._channel.end_stream(ep, usage, failed=failed)
 
     def tokenize(
         self,
@@ -433,8 +417,19 @@ class VllmRouter:
             add_special_tokens,
             _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
         )
-        resp, ep = self._d.send(self._sync(), call)
+        resp, ep = self._channel.send(call)
         return token_ids(json_body(resp, ep), ep)
+
+    def models(self) -> list[str]:
+        """The model ids the servers serve (``GET /models`` under the API base, on the
+        endpoint the policy picks), e.g. to learn the ``model`` to send.
+
+        Example:
+            >>> router.models()  # doctest: +SKIP
+            ['Qwen/Qwen2.5-7B-Instruct']
+        """
+        resp, ep = self._channel.send(Call("GET", "models"))
+        return _model_ids(json_body(resp, ep))
 
     def metrics(self) -> dict[str, PrefixCacheMetrics | None]:
         """Scrape every endpoint's ``/metrics`` for the prefix-cache counters.
@@ -448,7 +443,7 @@ class VllmRouter:
             0.42
         """
         out: dict[str, PrefixCacheMetrics | None] = {}
-        client = self._sync()
+        client = self._channel.client()
         for ep in self._d.endpoints:
             try:
                 resp = client.get(ep.url_for("metrics", root=True), timeout=self.health_timeout)
@@ -471,7 +466,7 @@ class VllmRouter:
             >>> router.check_health()  # doctest: +SKIP
             {'http://gpu-1:8000/v1': True, 'http://gpu-2:8000/v1': False}
         """
-        client = self._sync()
+        client = self._channel.client()
         out: dict[str, bool] = {}
         for ep in self._d.endpoints:
             try:
@@ -521,7 +516,7 @@ class VllmRouter:
 
     def _warm_one(self, ep: Endpoint, item: Item) -> int:
         try:
-            resp, used = self._d.send(self._sync(), self._calls.warm(ep, *item))
+            resp, used = self._channel.send(self._calls.warm(ep, *item))
             json_body(resp, used)
             return 1
         except BackendError as exc:
@@ -532,9 +527,7 @@ class VllmRouter:
         """Close the sync client if the router created it (a passed-in one stays open),
         and stop the KV-event subscribers."""
         self._d.close_events()
-        if self._client is not None and self._owns_client:
-            self._client.close()
-            self._client = None
+        self._channel.close()
 
     def __enter__(self) -> VllmRouter:
         return self
@@ -567,7 +560,7 @@ class VllmRouter:
         call = self._calls.chat(
             messages, model, namespace, extra_body, affinity_key, params, False, session_id
         )
-        resp, ep = await self._d.asend(self._async(), call)
+        resp, ep = await self._channel.asend(call)
         return json_body(resp, ep)
 
     async def acomplete(
@@ -585,7 +578,7 @@ class VllmRouter:
         call = self._calls.completion(
             prompt, model, namespace, extra_body, affinity_key, params, False, session_id
         )
-        resp, ep = await self._d.asend(self._async(), call)
+        resp, ep = await self._channel.asend(call)
         return json_body(resp, ep)
 
     async def astream_chat(
@@ -603,7 +596,7 @@ class VllmRouter:
         call = self._calls.chat(
             messages, model, namespace, extra_body, affinity_key, params, True, session_id
         )
-        resp, ep = await self._d.asend(self._async(), call)
+        resp, ep = await self._channel.asend(call)
         if resp.status_code >= 400:
             raise status_error(resp, ep)
         usage: Any = None
@@ -624,7 +617,7 @@ class VllmRouter:
             raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
         finally:
             await resp.aclose()
-            self._d.end_stream(ep, usage, failed=failed)
+            self._channel.end_stream(ep, usage, failed=failed)
 
     async def atokenize(
         self,
@@ -643,13 +636,18 @@ class VllmRouter:
             add_special_tokens,
             _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
         )
-        resp, ep = await self._d.asend(self._async(), call)
+        resp, ep = await self._channel.asend(call)
         return token_ids(json_body(resp, ep), ep)
+
+    async def amodels(self) -> list[str]:
+        """Async twin of :meth:`models`."""
+        resp, ep = await self._channel.asend(Call("GET", "models"))
+        return _model_ids(json_body(resp, ep))
 
     async def ametrics(self) -> dict[str, PrefixCacheMetrics | None]:
         """Async twin of :meth:`metrics`."""
         out: dict[str, PrefixCacheMetrics | None] = {}
-        client = self._async()
+        client = self._channel.async_client()
         for ep in self._d.endpoints:
             try:
                 resp = await client.get(
@@ -665,7 +663,7 @@ class VllmRouter:
 
     async def acheck_health(self) -> dict[str, bool]:
         """Async twin of :meth:`check_health`."""
-        client = self._async()
+        client = self._channel.async_client()
         out: dict[str, bool] = {}
         for ep in self._d.endpoints:
             try:
@@ -703,7 +701,7 @@ class VllmRouter:
 
     async def _awarm_one(self, ep: Endpoint, item: Item) -> int:
         try:
-            resp, used = await self._d.asend(self._async(), self._calls.warm(ep, *item))
+            resp, used = await self._channel.asend(self._calls.warm(ep, *item))
             json_body(resp, used)
             return 1
         except BackendError as exc:
@@ -712,10 +710,8 @@ class VllmRouter:
 
     async def aclose(self) -> None:
         """Close the clients the router created (passed-in ones stay open)."""
-        if self._aclient is not None and self._owns_aclient:
-            await self._aclient.aclose()
-            self._aclient = None
-        self.close()
+        self._d.close_events()
+        await self._channel.aclose()
 
     async def __aenter__(self) -> VllmRouter:
         return self
@@ -747,11 +743,9 @@ class VllmRouter:
             >>> llm = ChatOpenAI(base_url=router.endpoints[0], api_key="EMPTY",
             ...                  http_client=router.httpx_client())  # doctest: +SKIP
         """
-        from agent_cache.vllm.transport import RoutingTransport
-
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.Client(
-            transport=RoutingTransport(self, namespace=namespace, session_id=session_id),
+            transport=RoutingTransport(self._channel, namespace=namespace, session_id=session_id),
             **kwargs,
         )
 
@@ -764,11 +758,11 @@ class VllmRouter:
             >>> client = router.async_httpx_client()  # doctest: +SKIP
             >>> llm = ChatOpenAI(base_url=url, http_async_client=client)  # doctest: +SKIP
         """
-        from agent_cache.vllm.transport import AsyncRoutingTransport
-
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.AsyncClient(
-            transport=AsyncRoutingTransport(self, namespace=namespace, session_id=session_id),
+            transport=AsyncRoutingTransport(
+                self._channel, namespace=namespace, session_id=session_id
+            ),
             **kwargs,
         )
 
@@ -786,6 +780,11 @@ def _stream_failed(ep: Endpoint, problem: str) -> BackendError:
     return BackendError(
         f"stream from {ep.base_url} failed after HTTP 200: {problem}", endpoint=ep.base_url
     )
+
+
+def _model_ids(data: Mapping[str, Any]) -> list[str]:
+    items = data.get("data")
+    return [str(m["id"]) for m in items or [] if isinstance(m, dict) and "id" in m]
 
 
 def _chat_fields(

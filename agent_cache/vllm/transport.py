@@ -14,22 +14,23 @@ usage carry vLLM's cached tokens); the transport only decides where each request
   (vLLM rejects it there);
 * retries, failover and breakers are the router's; usage is recorded as it streams by,
   and an error event inside a stream after HTTP 200 counts as the replica's failure.
+
+A transport stands on the router's :class:`~agent_cache.vllm._channel.Channel` (its
+``channel``), never on the router itself, which it does not import.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
+from agent_cache.vllm._channel import NAMESPACE_HEADER, SESSION_HEADER, Channel
 from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._endpoint import Endpoint
 from agent_cache.vllm._protocol import HOP_HEADERS, SseUsageSniffer, is_generation_path
-
-if TYPE_CHECKING:
-    from agent_cache.vllm.router import VllmRouter
 
 __all__ = ["AsyncRoutingTransport", "RoutingTransport"]
 
@@ -38,16 +39,23 @@ _DROP_REQUEST_HEADERS = frozenset(
 )
 
 
+class _HasChannel(Protocol):
+    @property
+    def channel(self) -> Channel: ...
+
+
+def _channel_of(router: Channel | _HasChannel) -> Channel:
+    return router if isinstance(router, Channel) else router.channel
+
+
 def _to_call(
-    router: VllmRouter,
+    channel: Channel,
     request: httpx.Request,
     body: bytes,
     namespace: str | None,
     session_id: str | None = None,
 ) -> Call:
     """Turn a framework's request into a router call (pure: no I/O)."""
-    from agent_cache.vllm.router import NAMESPACE_HEADER, SESSION_HEADER
-
     ns = request.headers.get(NAMESPACE_HEADER) or namespace
     session = request.headers.get(SESSION_HEADER) or session_id
     headers = {
@@ -58,7 +66,7 @@ def _to_call(
     }
     path = request.url.path
     rel, root = path, True
-    for api in sorted({e.api_path for e in router._d.endpoints}, key=len, reverse=True):
+    for api in channel.api_paths:
         if api and (path == api or path.startswith(api + "/")):
             rel, root = path[len(api) :], False
             break
@@ -75,7 +83,7 @@ def _to_call(
         call.content = body or None
         return call
     if ns is not None:
-        data.setdefault("cache_salt", router.cache_salt(ns))
+        data.setdefault("cache_salt", channel.cache_salt(ns))
     responses = rel.rstrip("/").endswith("responses")
     if data.get("stream") is True:
         call.stream = True
@@ -100,8 +108,7 @@ def _to_call(
         elif isinstance(first, int):
             prompt = [int(t) for t in data["prompt"]]
     if prompt is not None:
-        call.key = router.key_for(prompt, ns)
-        router._calls.route(call, prompt, ns, data.get("tools"), session)
+        channel.route(call, prompt, ns, data.get("tools"), session)
     return call
 
 
@@ -133,8 +140,8 @@ def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
 class _Relay(httpx.SyncByteStream):
     """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
 
-    def __init__(self, router: VllmRouter, resp: httpx.Response, ep: Endpoint) -> None:
-        self._router, self._resp, self._ep = router, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
+        self._channel, self._resp, self._ep = channel, resp, ep
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -154,12 +161,12 @@ class _Relay(httpx.SyncByteStream):
             self._resp.close()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
 
 
 class _AsyncRelay(httpx.AsyncByteStream):
-    def __init__(self, router: VllmRouter, resp: httpx.Response, ep: Endpoint) -> None:
-        self._router, self._resp, self._ep = router, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
+        self._channel, self._resp, self._ep = channel, resp, ep
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -179,7 +186,7 @@ class _AsyncRelay(httpx.AsyncByteStream):
             await self._resp.aclose()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._router._d.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
 
 
 class RoutingTransport(httpx.BaseTransport):
@@ -188,7 +195,7 @@ class RoutingTransport(httpx.BaseTransport):
     Made by :meth:`VllmRouter.httpx_client`; closing it does not close the router.
 
     Args:
-        router: The router.
+        router: The router (or its :attr:`~VllmRouter.channel`).
         namespace: Default namespace (``cache_salt``) for its requests.
         session_id: Default session (a conversation, an agent run) for its requests;
             the ``x-agent-cache-session`` header of a request wins.
@@ -199,21 +206,21 @@ class RoutingTransport(httpx.BaseTransport):
 
     def __init__(
         self,
-        router: VllmRouter,
+        router: Channel | _HasChannel,
         *,
         namespace: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        self.router = router
+        self.channel = _channel_of(router)
         self.namespace = namespace
         self.session_id = session_id
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        call = _to_call(self.router, request, request.read(), self.namespace, self.session_id)
-        resp, ep = self.router._d.send(self.router._sync(), call)
+        call = _to_call(self.channel, request, request.read(), self.namespace, self.session_id)
+        resp, ep = self.channel.send(call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_Relay(self.router, resp, ep)
+                resp.status_code, headers=_headers(resp), stream=_Relay(self.channel, resp, ep)
             )
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
 
@@ -224,21 +231,21 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
 
     def __init__(
         self,
-        router: VllmRouter,
+        router: Channel | _HasChannel,
         *,
         namespace: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        self.router = router
+        self.channel = _channel_of(router)
         self.namespace = namespace
         self.session_id = session_id
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        call = _to_call(self.router, request, body, self.namespace, self.session_id)
-        resp, ep = await self.router._d.asend(self.router._async(), call)
+        call = _to_call(self.channel, request, body, self.namespace, self.session_id)
+        resp, ep = await self.channel.asend(call)
         if call.stream and resp.status_code < 400:
             return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_AsyncRelay(self.router, resp, ep)
+                resp.status_code, headers=_headers(resp), stream=_AsyncRelay(self.channel, resp, ep)
             )
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)

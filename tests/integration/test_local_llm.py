@@ -1,4 +1,5 @@
-"""The real local model server (SmolLM2-135M on llama.cpp) and the OpenAI-compatible client."""
+"""The real local model server (SmolLM2-135M on llama.cpp), reached through ``VllmRouter``
+with one endpoint: the router speaks the OpenAI-compatible API that llama.cpp serves."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from agent_cache.errors import BackendError
 from agent_cache.local_llm import DEFAULT_MODEL_ALIAS, LocalLlamaServer, find_smollm2_gguf
-from agent_cache.openai_compat import ChatClient
+from agent_cache.usage import response_usage
+from agent_cache.vllm import VllmRouter
 
 pytestmark = pytest.mark.integration
 
@@ -39,49 +41,69 @@ def test_the_gguf_ships_with_the_package() -> None:
         assert f.read(4) == b"GGUF"
 
 
+def _router(url: str, **kwargs: object) -> VllmRouter:
+    return VllmRouter([url], policy="round_robin", metrics_interval=None, **kwargs)  # type: ignore[arg-type]
+
+
 def test_server_reports_its_model(server: LocalLlamaServer) -> None:
     assert server.base_url.startswith("http://127.0.0.1:")
     assert server.base_url.endswith("/v1")
-    with ChatClient(server.base_url) as client:
-        assert DEFAULT_MODEL_ALIAS in client.list_models()
+    with _router(server.base_url) as router:
+        assert DEFAULT_MODEL_ALIAS in router.models()
 
 
 def test_chat_answers_with_usage(server: LocalLlamaServer) -> None:
-    with ChatClient(server.base_url, model=server.model) as client:
-        result = client.chat(HELLO, max_tokens=16)
-    assert result.text.strip()
-    assert result.prompt_tokens > 0
-    assert 0 < result.completion_tokens <= 16
-    assert result.cached_tokens >= 0
-    assert result.latency_s > 0
-    assert result.usage()["prompt_tokens"] == result.prompt_tokens
+    with _router(server.base_url, model=server.model) as router:
+        reply = router.chat(HELLO, max_tokens=16, temperature=0.0)
+        stats = router.stats()[server.base_url]
+    assert reply["choices"][0]["message"]["content"].strip()
+    usage = response_usage(reply)
+    assert usage is not None and usage.prompt_tokens > 0
+    assert 0 < usage.completion_tokens <= 16
+    assert usage.cached_tokens >= 0  # llama.cpp's server reports none: 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert stats.requests == 1 and stats.prompt_tokens == usage.prompt_tokens
+
+
+def test_a_streamed_chat_is_accepted(server: LocalLlamaServer) -> None:
+    """The one extra field a stream sends (``stream_options.include_usage``) is OpenAI's
+    own: the server takes it (no 400), though llama-cpp-python's server sends no usage
+    chunk (so no prompt tokens are recorded for a stream there)."""
+    with _router(server.base_url, model=server.model) as router:
+        chunks = list(router.stream_chat(HELLO, max_tokens=8))
+        stats = router.stats()[server.base_url]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text.strip()
+    assert stats.requests == 1 and stats.failures == 0 and stats.in_flight == 0
 
 
 async def test_async_chat(server: LocalLlamaServer) -> None:
-    async with ChatClient(server.base_url, model=server.model) as client:
-        results = await asyncio.gather(
-            client.achat(HELLO, max_tokens=8),
-            client.achat([{"role": "user", "content": "Say hello."}], max_tokens=8),
+    async with _router(server.base_url, model=server.model) as router:
+        replies = await asyncio.gather(
+            router.achat(HELLO, max_tokens=8),
+            router.achat([{"role": "user", "content": "Say hello."}], max_tokens=8),
         )
-        assert DEFAULT_MODEL_ALIAS in await client.alist_models()
-    assert all(r.text.strip() and r.prompt_tokens > 0 for r in results)
-    assert client._aclient is None  # aclose released the async pool
+        assert DEFAULT_MODEL_ALIAS in await router.amodels()
+    for reply in replies:
+        usage = response_usage(reply)
+        assert reply["choices"][0]["message"]["content"].strip()
+        assert usage is not None and usage.prompt_tokens > 0
 
 
 def test_unreachable_server_is_a_backend_error_after_retries() -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    with ChatClient(url, timeout=2) as client, pytest.raises(BackendError) as info:
-        client.chat(HELLO, max_tokens=4)
-    assert info.value.endpoint == f"{url}/chat/completions"
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    with _router(url, connect_timeout=2, backoff_initial=0.0) as router:
+        with pytest.raises(BackendError, match="3 attempt") as info:
+            router.chat(HELLO, max_tokens=4)
+    assert info.value.endpoint == url
 
 
 async def test_unreachable_server_is_a_backend_error_async() -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    async with ChatClient(url, timeout=2) as client:
+    async with _router(url, connect_timeout=2, backoff_initial=0.0) as router:
         with pytest.raises(BackendError) as info:
-            await client.achat(HELLO, max_tokens=4)
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+            await router.achat(HELLO, max_tokens=4)
+    assert info.value.endpoint == url
 
 
 def test_server_process_is_gone_after_exit() -> None:

@@ -463,7 +463,7 @@ def test_backends_are_lazy_and_injected_ones_are_not_closed() -> None:
 
     vs = Tracking()
     cache = make(vector_store=vs)
-    assert cache._kv is None  # no I/O in the constructor
+    assert cache._backends._kv is None  # no I/O in the constructor
     cache.store("q", "v")
     cache.close()
     assert not vs.closed

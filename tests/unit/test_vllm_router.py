@@ -5,6 +5,7 @@ The fake implements vLLM's documented fields; every test here runs without a soc
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -395,7 +396,7 @@ def test_never_closes_a_client_it_was_given(cluster: Cluster) -> None:
         router.chat(msgs("x"))
     assert not cluster.client.is_closed
     owned = VllmRouter(URLS)
-    inner = owned._sync()
+    inner = owned.channel.client()
     owned.close()
     assert inner.is_closed
 
@@ -431,7 +432,24 @@ async def test_async_failover_and_error(cluster: Cluster) -> None:
 
 async def test_async_router_owns_its_async_client() -> None:
     router = VllmRouter(URLS)
-    inner = router._async()
+    inner = router.channel.async_client()
     async with router:
         pass
     assert inner.is_closed
+
+
+def test_models_lists_the_served_ids(cluster: Cluster) -> None:
+    router = cluster.router(policy="round_robin")
+    assert router.models() == [cluster["a"].model]
+    assert asyncio.run(router.amodels()) == [cluster["a"].model]
+    paths = {r.path for f in cluster.fakes.values() for r in f.requests}
+    assert paths == {"/v1/models"}
+
+
+def test_a_plain_chat_sends_only_openai_fields(cluster: Cluster) -> None:
+    """Without a namespace or a stream nothing vLLM-only is sent, so any
+    OpenAI-compatible server (llama.cpp's) takes the body."""
+    router = cluster.router(model="m1", policy="round_robin")
+    router.chat([{"role": "user", "content": "hi"}], max_tokens=4, temperature=0.0)
+    (sent,) = [r for f in cluster.fakes.values() for r in f.api_requests()]
+    assert set(sent.body) == {"model", "messages", "max_tokens", "temperature"}

@@ -153,4 +153,39 @@ async def test_async_transport(setup: tuple[VllmRouter, dict[str, FakeVllm]]) ->
         for r in f.api_requests()
     )
     assert all(s.in_flight == 0 for s in router.stats().values())
-    assert not router._async().is_closed  # the router's own client stays open
+    assert not router.channel.async_client().is_closed  # the router's own client stays open
+
+
+def test_the_transport_stands_on_the_channel_not_on_the_router() -> None:
+    import ast
+    import inspect
+
+    from agent_cache.vllm import transport
+
+    tree = ast.parse(inspect.getsource(transport))
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "agent_cache.vllm.router" not in imported
+    private = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    }
+    assert private == set()  # no one else's privates (router._d, router._calls, ...)
+
+
+def test_a_transport_given_the_routers_channel_routes_like_the_router(
+    setup: tuple[VllmRouter, dict[str, FakeVllm]],
+) -> None:
+    from agent_cache.vllm import RoutingTransport
+
+    router, fakes = setup
+    with httpx.Client(transport=RoutingTransport(router.channel, namespace="t")) as client:
+        resp = client.post("http://a:8000/v1/chat/completions", json=body())
+    assert resp.status_code == 200
+    sent = [r for f in fakes.values() for r in f.api_requests()]
+    assert [r.body["cache_salt"] for r in sent] == [router.cache_salt("t")]

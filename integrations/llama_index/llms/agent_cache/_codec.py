@@ -23,6 +23,7 @@ from llama_index.core.base.llms.types import (
 from pydantic import BaseModel
 
 from agent_cache.keys import canonical_json
+from agent_cache.usage import response_usage
 
 __all__ = [
     "Unkeyable",
@@ -234,10 +235,6 @@ def final_message(last: ChatResponse, deltas: Sequence[str]) -> ChatMessage:
 
 
 # ---------------------------------------------------------------- usage
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-
 def estimate_tokens(payload: Any) -> int | None:
     """~4 characters a token of the stored answer, when the model reported no usage."""
     if not isinstance(payload, Mapping):
@@ -254,12 +251,11 @@ def usage(response: ChatResponse | CompletionResponse) -> tuple[int | None, int 
     total = extra.get("total_tokens")
     prompt = extra.get("prompt_tokens")
     cached = None
-    raw_usage = _get(response.raw, "usage") if response.raw is not None else None
-    if raw_usage is not None:
-        total = total if total is not None else _get(raw_usage, "total_tokens")
-        prompt = prompt if prompt is not None else _get(raw_usage, "prompt_tokens")
-        details = _get(raw_usage, "prompt_tokens_details")
-        cached = _get(details, "cached_tokens") if details is not None else None
+    raw = response_usage(response.raw)  # the core's one reader of OpenAI-shaped usage
+    if raw is not None:
+        total = total if total is not None else raw.total_tokens
+        prompt = prompt if prompt is not None else raw.prompt_tokens
+        cached = raw.cached_tokens
 
     def count(v: Any) -> int | None:
         return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None

@@ -1,0 +1,223 @@
+"""The backend factory: the exact (KV) and vector stores, the embedder and the reranker.
+
+:class:`Backends` builds each of them on first use (no I/O in the cache's constructor)
+from what :class:`~agent_cache.LayeredCache` was given: ``path`` (one SQLite database
+holding entries and vectors), ``redis_url``, ``chroma_url``, ``vector_backend``, or
+ready-made stores (never closed here). Shared servers get a circuit breaker each.
+:func:`report_failure` is the rule every path follows when a store fails: a logged
+miss, never an exception in the user's request (bad input and corrupt files excepted).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from agent_cache._breaker import CircuitBreaker
+from agent_cache.errors import ConfigurationError
+from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
+from agent_cache.stats import StatsRecorder
+
+__all__ = ["Backends", "VectorBackend", "report_failure"]
+
+log = logging.getLogger("agent_cache")
+
+VectorBackend = Literal["sqlite", "memory", "chroma"]
+_VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
+_PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
+T = TypeVar("T")
+
+
+def report_failure(stats: StatsRecorder, exc: Exception, what: str) -> None:
+    """A failing store is a counted, logged miss; bad input or a corrupt file is raised."""
+    if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
+        raise exc  # bad input, or a corrupt file: loud, never a silent miss
+    stats.incr("errors")
+    if getattr(exc, "circuit_open", False):  # already logged once, when it opened
+        stats.incr("circuit_open")
+        log.debug("agent-cache %s skipped, serving as a miss: %s", what, exc)
+        return
+    log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
+
+
+def _check_seconds(name: str, value: Any) -> float | None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+    ):
+        raise ConfigurationError(f"{name} must be > 0 seconds or None, not {value!r}")
+    return value
+
+
+class Backends:
+    """The stores and models one cache uses, each built lazily and at most once.
+
+    Args: as :class:`~agent_cache.LayeredCache`'s of the same names.
+
+    Example:
+        >>> b = Backends(None)
+        >>> type(b.kv).__name__, type(b.vectors).__name__
+        ('MemoryStore', 'MemoryVectorStore')
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        redis_url: str | None = None,
+        chroma_url: str | None = None,
+        vector_backend: VectorBackend | None = None,
+        prefix: str = "agent_cache",
+        on_corrupt: Literal["raise", "rebuild"] = "raise",
+        backend_timeout: float | None = 2.0,
+        circuit_reset: float | None = 5.0,
+        embedder: str | Embedder = "",
+        reranker: str | Reranker | None = None,
+        kv_store: KVStore | None = None,
+        vector_store: VectorStore | None = None,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.redis_url = redis_url
+        self.chroma_url = chroma_url
+        if vector_backend is not None and vector_backend not in _VECTOR_BACKENDS:
+            raise ConfigurationError(
+                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
+            )
+        self.vector_backend = vector_backend
+        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+            raise ConfigurationError(
+                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
+                f"with a letter or digit; got {prefix!r}"
+            )
+        self.prefix = prefix
+        if on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
+        self.on_corrupt = on_corrupt
+        self.backend_timeout = _check_seconds("backend_timeout", backend_timeout)
+        self.circuit_reset = _check_seconds("circuit_reset", circuit_reset)
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self._embedder_spec = embedder
+        self._reranker_spec = reranker
+        self._kv: KVStore | None = kv_store
+        self._vectors: VectorStore | None = vector_store
+        self._embedder: Embedder | None = None
+        self._reranker: Reranker | None = None
+        self._reranker_ready = reranker is None
+        self._owned: list[Any] = []
+        self._lock = threading.RLock()  # the vector store may build the KV store
+
+    @property
+    def kv(self) -> KVStore:
+        if self._kv is None:
+            with self._lock:
+                if self._kv is None:
+                    self._kv = self._own(self._make_kv())
+        return self._kv
+
+    @property
+    def vectors(self) -> VectorStore:
+        if self._vectors is None:
+            with self._lock:
+                if self._vectors is None:
+                    self._vectors = self._own(self._make_vectors())
+        return self._vectors
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from agent_cache.embedders import embedder_from
+
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = embedder_from(self._embedder_spec)
+        return self._embedder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        if not self._reranker_ready:
+            from agent_cache.rerankers import reranker_from
+
+            with self._lock:
+                if not self._reranker_ready:
+                    self._reranker = reranker_from(self._reranker_spec)
+                    self._reranker_ready = True
+        return self._reranker
+
+    @property
+    def joint(self) -> bool:
+        """True when the vectors live in the KV store's database (one transaction)."""
+        from agent_cache.vectors.sqlite import SQLiteVectorStore
+
+        vs = self.vectors
+        return isinstance(vs, SQLiteVectorStore) and vs.store is self.kv
+
+    def health(self) -> dict[str, str]:
+        return {layer: b.state for layer, b in self.breakers.items()}
+
+    def close(self) -> None:
+        """Close what was built here (never a store passed in)."""
+        for backend in self._owned:
+            backend.close()
+        self._owned.clear()
+
+    def _own(self, backend: T) -> T:
+        self._owned.append(backend)
+        return backend
+
+    def _breaker(self, layer: str, url: str | None) -> CircuitBreaker | None:
+        if self.circuit_reset is None or not url:
+            return None
+        kind = "Redis" if layer == "exact" else "Chroma server"
+        breaker = CircuitBreaker(
+            f"{kind} {url}", reset_after=self.circuit_reset, layer=layer, endpoint=url
+        )
+        self.breakers[layer] = breaker
+        return breaker
+
+    def _make_kv(self) -> KVStore:
+        if self.redis_url:
+            from agent_cache.stores import RedisStore
+
+            return RedisStore(
+                self.redis_url,
+                prefix=f"{self.prefix}:",
+                timeout=self.backend_timeout,
+                breaker=self._breaker("exact", self.redis_url),
+            )
+        if self.path is not None:
+            from agent_cache.stores import SQLiteStore
+
+            return SQLiteStore(self.path / "exact.sqlite3", on_corrupt=self.on_corrupt)
+        from agent_cache.stores import MemoryStore
+
+        return MemoryStore()
+
+    def _make_vectors(self) -> VectorStore:
+        kind = self.vector_backend or ("sqlite" if self.path is not None else "memory")
+        if self.chroma_url:
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(
+                url=self.chroma_url,
+                collection=self.prefix,
+                timeout=self.backend_timeout,
+                breaker=self._breaker("semantic", self.chroma_url),
+            )
+        if kind == "memory" or self.path is None:
+            from agent_cache.vectors import MemoryVectorStore
+
+            return MemoryVectorStore()
+        if kind == "chroma":
+            from agent_cache.vectors import ChromaVectorStore
+
+            return ChromaVectorStore(path=str(self.path / "vectors"), collection=self.prefix)
+        from agent_cache.stores import SQLiteStore
+        from agent_cache.vectors import SQLiteVectorStore
+
+        kv = self.kv
+        if isinstance(kv, SQLiteStore):  # entries and vectors commit together
+            return SQLiteVectorStore(kv)
+        return SQLiteVectorStore(self.path / "vectors.sqlite3")

@@ -1,0 +1,299 @@
+"""``get_or_compute``: a lookup, then one model call for all concurrent identical misses.
+
+One flow (:mod:`agent_cache._flow`) for the sync and async twins. On a miss:
+
+1. a short-lived negative entry (``negative_ttl``) answers a junk prompt again;
+2. threads and tasks of this process share one call through :class:`SingleFlight`,
+   other processes through a lease on the shared store (:func:`~agent_cache._lease.contend_flow`);
+3. the leader waits for a model slot (:class:`~agent_cache.degrade.ModelGate`, or the
+   namespace's fallback), calls ``compute``, records it and stores the answer (unless
+   ``no_store``, not cacheable, or a refusal kept as a negative entry).
+
+A hit about to expire (``refresh_ahead``) is served and refreshed in the background by
+one caller in the deployment (a daemon thread for the sync path, a task for the async
+one). The request is prepared once (:class:`Plan`) and used by every step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent_cache import _request as rq
+from agent_cache import tracing
+from agent_cache._backends import Backends
+from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._hits import CacheHit, Fetched
+from agent_cache._lease import Lease, contend_flow
+from agent_cache._lookup import Reader
+from agent_cache._settings import Settings
+from agent_cache._write import Writer
+from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
+from agent_cache.errors import AgentCacheError, ConfigurationError
+from agent_cache.keys import digest
+from agent_cache.policy import is_cacheable
+from agent_cache.savings import usage_from
+from agent_cache.singleflight import SingleFlight
+from agent_cache.stats import StatsRecorder
+
+__all__ = ["Compute", "Fetcher", "Plan"]
+
+log = logging.getLogger("agent_cache")
+T = TypeVar("T")
+
+
+class Compute:
+    """The caller's ``compute`` as an op: ``call()`` for the sync driver, ``acall()``
+    (awaiting the coroutine it returns) for the async one."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def call(self) -> Any:
+        return self.fn()
+
+    async def acall(self) -> Any:
+        return await self.fn()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One ``get_or_compute`` call, prepared and validated once."""
+
+    req: rq.Request
+    compute: Compute
+    llm_string: str
+    policy: str
+    ttl: float | None
+    tags: tuple[str, ...]
+    tokens: Any
+
+    @classmethod
+    def of(
+        cls,
+        req: rq.Request,
+        compute: Callable[[], Any],
+        llm_string: str,
+        policy: str,
+        *,
+        ttl: Any,
+        tags: Iterable[str],
+        tokens: Any,
+    ) -> Plan:
+        """Check the write arguments before the model is paid."""
+        tag_list, ttl_s = rq.check_tags(tags), rq.check_ttl(ttl)
+        return cls(req, Compute(compute), llm_string, policy, ttl_s, tag_list, tokens)
+
+    @property
+    def flight_key(self) -> str:
+        r = self.req
+        return digest(r.namespace, r.llm_hash, r.template_version, r.context_hash, r.normalized)
+
+
+class _Flights:
+    """:class:`SingleFlight` for flows: the leader runs the flow with its own driver."""
+
+    def __init__(self, flight: SingleFlight) -> None:
+        self.flight = flight
+
+    def do(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
+        return self.flight.do(key, lambda: run_sync(make()))
+
+    async def ado(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
+        return await self.flight.ado(key, lambda: run_async(make()))
+
+
+class _Background:
+    """Starts a flow without waiting for it: a daemon thread (sync), a task (async)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, flow: Flow[Any]) -> None:
+        threading.Thread(
+            target=run_sync, args=(flow,), name="agent-cache-refresh", daemon=True
+        ).start()
+
+    async def aspawn(self, flow: Flow[Any]) -> None:
+        task = asyncio.create_task(run_async(flow))
+        self._tasks.add(task)  # kept until done (the loop holds tasks weakly)
+        task.add_done_callback(self._tasks.discard)
+
+
+class Fetcher:
+    """The get-or-compute path of one cache (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        backends: Backends,
+        reader: Reader,
+        writer: Writer,
+        stats: StatsRecorder,
+        *,
+        gate: ModelGate,
+        negative: NegativeCache | None,
+        timeout: float,
+        failed: Callable[[Exception, str], None],
+    ) -> None:
+        self._s = settings
+        self._b = backends
+        self._reader = reader
+        self._writer = writer
+        self._stats = stats
+        self.gate = gate
+        self.negative = negative
+        self.flight = SingleFlight(timeout)
+        self._flights = _Flights(self.flight)
+        self._background = _Background()
+        self._failed = failed
+        self._refreshing: set[str] = set()
+        self._refresh_lock = threading.Lock()
+
+    def fetch_flow(self, plan: Plan) -> Flow[Fetched]:
+        req = plan.req
+        hit = yield from self._reader.read_flow(req, plan.policy, plan.llm_string)
+        if hit is not None:
+            lease = yield Op(self, "claim_refresh", (hit, plan.flight_key))
+            if lease is not None:
+                yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
+            return Fetched(hit.response, hit)
+        found, negative = self._negative_hit(plan.flight_key)
+        if found:
+            return Fetched(negative)
+        got, ran = yield Op(self._flights, "do", (plan.flight_key, lambda: self._lead_flow(plan)))
+        if not ran:
+            self._stats.incr("coalesced", namespace=req.namespace)
+            return Fetched(got.value, got.hit)
+        return got  # type: ignore[no-any-return]
+
+    def _lead_flow(self, plan: Plan) -> Flow[Fetched]:
+        """This process's one caller for the key: contend across processes, compute."""
+        ns = plan.req.namespace
+        lease = Lease(
+            self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
+        )
+        hit, _held = yield from contend_flow(
+            lease,
+            Op(self._reader, "peek", (plan.req,)),
+            on_timeout=lambda: self._stats.incr("lock_timeouts", namespace=ns),
+        )
+        if hit is not None:
+            yield Op(lease, "release")
+            self._stats.incr("coalesced", namespace=ns)
+            return Fetched(hit.response, hit)
+        try:
+            with lease.renewing():
+                value = yield from self._compute_flow(plan)
+            return Fetched(value, computed=True)
+        finally:
+            yield Op(lease, "release")
+
+    def _compute_flow(self, plan: Plan) -> Flow[Any]:
+        """A model slot, the model call, its record, and the write-back."""
+        ns = plan.req.namespace
+        ticket = yield from self.gate.admit_flow()
+        try:
+            if not ticket.ok:
+                return self._overloaded(ns)
+            started = time.perf_counter()
+            with tracing.span("model_call", namespace=ns):
+                value = yield Op(plan.compute, "call")
+        finally:
+            if ticket.token:
+                yield Op(self.gate, "release", (ticket,))
+        n = self._model_called(ns, started, value, plan.tokens)
+        refused = self._remember_negative(plan.flight_key, value)
+        if plan.policy != "no_store" and is_cacheable(value) and not refused:
+            try:
+                yield from self._writer.store_flow(
+                    plan.req, value, ttl=plan.ttl, tags=plan.tags, tokens=n
+                )
+            except AgentCacheError as exc:  # the paid answer is returned all the same
+                self._stats.incr("errors")
+                log.warning(
+                    "agent-cache could not store a computed answer (returned anyway): %s", exc
+                )
+        return value
+
+    def _model_called(self, namespace: str, started: float, value: Any, tokens: Any) -> Any:
+        """Record a model call (latency, reported usage); returns the usage to store."""
+        n = tokens(value) if callable(tokens) and is_cacheable(value) else tokens
+        n = None if callable(n) else n
+        try:
+            usage = usage_from(n)
+        except ConfigurationError:
+            usage = None
+        self._stats.model_call(namespace, time.perf_counter() - started, usage)
+        return n
+
+    # ------------------------------------------------------------------ degradation
+    def _overloaded(self, namespace: str) -> Any:
+        self._stats.incr("overloaded")
+        if namespace in self._s.fallbacks:
+            self._stats.incr("fallbacks")
+            return self._s.fallbacks[namespace]
+        gate = self.gate
+        raise Overloaded(
+            f"no model call slot within {gate.wait} s (max_model_calls="
+            f"{gate.limit}, shared_model_calls={gate.shared_limit}, "
+            f"model_queue={gate.queue}) and no fallback for {namespace!r}",
+            layer="model",
+        )
+
+    def _negative_hit(self, flight_key: str) -> tuple[bool, Any]:
+        if self.negative is None:
+            return False, None
+        found, value = self.negative.get(flight_key)
+        if found:
+            self._stats.incr("negative_hits")
+        return found, value
+
+    def _remember_negative(self, flight_key: str, value: Any) -> bool:
+        """With ``negative_ttl``: keep an empty or refused answer for a few seconds
+        (instead of storing it for the entry's TTL); True when it was one."""
+        if self.negative is not None and looks_refused(value):
+            self.negative.put(flight_key, value)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ refresh-ahead
+    def claim_refresh(self, hit: CacheHit, flight_key: str) -> Lease | None:
+        """The lease of the one caller (in the deployment) that refreshes a hit about to
+        expire, or ``None`` (not due, or someone else refreshes it)."""
+        ahead = self._s.refresh_ahead
+        if ahead is None or hit.expires_at is None or hit.layer == "semantic":
+            return None
+        left = hit.expires_at - self._s.clock()
+        if not 0 < left <= ahead:
+            return None
+        with self._refresh_lock:
+            if flight_key in self._refreshing:
+                return None
+            self._refreshing.add(flight_key)
+        lease = Lease(
+            self._b.kv, f"refresh:{flight_key}", ttl=self.flight.timeout, on_error=self._failed
+        )
+        if lease.acquire() is False:  # another process refreshes it
+            with self._refresh_lock:
+                self._refreshing.discard(flight_key)
+            return None
+        return lease
+
+    def _refresh_flow(self, plan: Plan, lease: Lease) -> Flow[None]:
+        try:
+            with lease.renewing():
+                yield from self._compute_flow(plan)
+            self._stats.incr("refreshed")
+        except Exception as exc:  # a background refresh never reaches a caller
+            self._stats.incr("errors")
+            log.warning("agent-cache refresh-ahead failed: %s", exc)
+        finally:
+            yield Op(lease, "release")
+            with self._refresh_lock:
+                self._refreshing.discard(plan.flight_key)

@@ -1,0 +1,221 @@
+"""Reading the cache: the exact key, the template key, then candidate selection and
+verification in the semantic layer.
+
+Cheapest check first: an embedding is never computed for a request the exact layer can
+answer. The semantic path fetches the top-k stored questions *within the request's
+scope* (filtered before the k-NN, never after), lets :mod:`agent_cache.semantic` screen
+them (difference analysis, thresholds), has the verifier score what is left, and serves
+the best candidate whose entry is still live. Everything here is a flow
+(:mod:`agent_cache._flow`): one body for the sync and async paths.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from agent_cache import _request as rq
+from agent_cache import semantic, tracing
+from agent_cache._backends import Backends
+from agent_cache._flow import Flow, Op
+from agent_cache._hits import CacheHit, Outcome, hit_from_record
+from agent_cache._settings import Settings
+from agent_cache._trust import Trust
+from agent_cache.errors import ConfigurationError
+from agent_cache.protocols import VectorMatch
+from agent_cache.stats import HIT, StatsRecorder
+
+__all__ = ["POLICIES", "Reader"]
+
+POLICIES = ("use", "bypass", "no_store", "refresh")
+
+
+class Reader:
+    """The read path of one cache (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        backends: Backends,
+        trust: Trust,
+        stats: StatsRecorder,
+        *,
+        rng: random.Random,
+        failed: Callable[[Exception, str], None],
+    ) -> None:
+        self._s = settings
+        self._b = backends
+        self._trust = trust
+        self._stats = stats
+        self._rng = rng
+        self._failed = failed
+
+    def semantic_on(self, req: rq.Request) -> bool:
+        """Whether the request may use the semantic layer (and its answer is embedded)."""
+        return req.template is None and not req.verbatim and req.namespace not in self._s.exact_only
+
+    def policy(self, namespace: str, threshold: float | None = None) -> semantic.SemanticPolicy:
+        return semantic.SemanticPolicy(
+            threshold=self._trust.threshold_for(namespace) if threshold is None else threshold,
+            rerank_threshold=self._s.rerank_threshold,
+            combiner=getattr(self._b.reranker, "combiner", None),
+            case_sensitive=namespace in self._s.case_sensitive,
+        )
+
+    # ------------------------------------------------------------------ one lookup
+    def read_flow(self, req: rq.Request, policy: str, llm_string: str) -> Flow[CacheHit | None]:
+        """A whole lookup: the policy and the control group, the layers, the stats; a
+        failing store is a logged miss."""
+        if not self._begin(policy, req.namespace):
+            return None
+        started = time.perf_counter()
+        with tracing.span("lookup", namespace=req.namespace):
+            try:
+                outcome = yield from self.layers_flow(req, self._s.clock())
+            except Exception as exc:  # ours (BackendError) or a backend's own exception type
+                self._failed(exc, "lookup")
+                outcome = Outcome(None, "", error=True)
+            return self._finish(outcome, started, req.namespace, llm_string)
+
+    def _begin(self, policy: str, namespace: str) -> bool:
+        """Count a lookup that skips the cache; False when it must not read it at all."""
+        if policy not in POLICIES:
+            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
+        if policy in ("bypass", "refresh"):
+            self._stats.request(namespace, "none", "bypass", 0.0)
+            return False
+        if self._s.bypass_rate and self._rng.random() < self._s.bypass_rate:
+            self._stats.request(namespace, "none", "control", 0.0)
+            return False
+        return True
+
+    def _finish(
+        self, outcome: Outcome, started: float, namespace: str, llm_string: str
+    ) -> CacheHit | None:
+        hit, label = self._trust.review(outcome, namespace)
+        elapsed = time.perf_counter() - started
+        if hit is None:
+            layer = "semantic" if label != "miss" and label != "error" else "none"
+            self._stats.request(namespace, layer, label, elapsed)
+        else:
+            layer, label = hit.layer, HIT
+            self._stats.request(namespace, layer, label, elapsed)
+            self._stats.saved(namespace, llm_string, hit.usage, rq.estimate_tokens(hit.response))
+        tracing.annotate(None, layer=layer, outcome=label, score=hit.score if hit else None)
+        return hit
+
+    def layers_flow(self, req: rq.Request, now: float) -> Flow[Outcome]:
+        """Exact (or template) key first, then the semantic layer."""
+        kv = self._b.kv
+        version = yield Op(kv, "get_counter", (rq.version_counter(req.namespace),))
+        keys = rq.keys_for(req, version)
+        with tracing.span("exact", namespace=req.namespace) as sp:
+            raw = yield Op(kv, "get", (keys.primary, now))
+            tracing.annotate(sp, outcome="miss" if raw is None else HIT)
+        if raw is not None:
+            layer = "template" if keys.template else "exact"
+            hit = hit_from_record(raw, layer, None, keys.primary, req.namespace)
+            return Outcome(hit, keys.exact)
+        if not self.semantic_on(req):
+            return Outcome(None, keys.exact)
+        with tracing.span("semantic", namespace=req.namespace) as sp:
+            outcome = yield from self._semantic_flow(req, keys, now)
+            tracing.annotate(
+                sp,
+                outcome=HIT if outcome.hit else outcome.refused or "miss",
+                score=outcome.hit.score if outcome.hit else None,
+            )
+        return outcome
+
+    # ------------------------------------------------------------------ semantic layer
+    def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[Outcome]:
+        vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+        matches: list[VectorMatch] = yield Op(
+            self._b.vectors,
+            "query",
+            (vectors[0],),
+            {"k": self._s.top_k, "scope": keys.scope, "now": now},
+        )
+        verdicts = yield from self.verdicts_flow(req, matches)
+        refused = None
+        for v in verdicts:
+            if v.outcome == "refused":
+                self._stats.incr(f"refused:{v.reason}", namespace=req.namespace)
+                refused = refused or f"refused_{v.reason}"
+        for v in verdicts:
+            if v.outcome != "serve":
+                break  # servable verdicts come first
+            raw = yield Op(self._b.kv, "get", (v.candidate.key, now))
+            if raw is None:  # expired, evicted or invalidated: drop the stale vector
+                yield Op(self._b.vectors, "delete", ([v.candidate.id],))
+                continue
+            hit = hit_from_record(
+                raw,
+                "semantic",
+                v.score,
+                v.candidate.key,
+                req.namespace,
+                similarity=v.candidate.similarity,
+            )
+            return Outcome(hit, keys.exact, query=req.prompt)
+        explore = yield from self._trust.explore_flow(req, verdicts, now)
+        return Outcome(None, keys.exact, query=req.prompt, explore=explore, refused=refused)
+
+    def verdicts_flow(
+        self, req: rq.Request, matches: Sequence[VectorMatch]
+    ) -> Flow[list[semantic.Verdict]]:
+        """The semantic decision (:mod:`agent_cache.semantic`) over the k-NN candidates:
+        screen, have the verifier score what is left, decide."""
+        threshold = yield Op(self._trust, "threshold_for", (req.namespace,))
+        policy = self.policy(req.namespace, threshold)
+        candidates = [
+            semantic.Candidate(
+                m.id, str(m.metadata.get("key", m.id)), str(m.metadata.get("text", "")), m.score
+            )
+            for m in matches
+        ]
+        reranker = self._b.reranker
+        verdicts = semantic.screen(req.prompt, candidates, policy, verifier=reranker is not None)
+        pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
+        scores: list[float] = []
+        if pending and reranker is not None:
+            with tracing.span("verify", namespace=req.namespace, candidates=len(pending)) as sp:
+                scores = list((yield Op(reranker, "score", (req.prompt, pending))))
+                tracing.annotate(sp, score=max(scores, default=None))
+        return semantic.finish(verdicts, scores, policy)
+
+    def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
+        """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""
+        if candidate is not None:
+            vectors = yield Op(self._b.embedder, "embed", ([req.prompt, candidate],))
+            cos = float(min(1.0, max(0.0, float(np.dot(vectors[0], vectors[1])))))
+            matches = [VectorMatch("candidate", cos, {"key": "", "text": candidate})]
+        else:
+            version = yield Op(self._b.kv, "get_counter", (rq.version_counter(req.namespace),))
+            keys = rq.keys_for(req, version)
+            vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+            matches = yield Op(
+                self._b.vectors,
+                "query",
+                (vectors[0],),
+                {"k": self._s.top_k, "scope": keys.scope, "now": self._s.clock()},
+            )
+        return (yield from self.verdicts_flow(req, matches))
+
+    # ------------------------------------------------------------------ no stats
+    def peek(self, req: rq.Request) -> CacheHit | None:
+        """The exact/template record another process may just have written (no stats)."""
+        try:
+            version = self._b.kv.get_counter(rq.version_counter(req.namespace))
+            key = rq.keys_for(req, version).primary
+            raw = self._b.kv.get(key, self._s.clock())
+            if raw is None:
+                return None
+            record = rq.decode_record(raw, key)
+        except Exception as exc:
+            self._failed(exc, "lookup")
+            return None
+        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)

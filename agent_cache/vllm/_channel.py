@@ -1,0 +1,120 @@
+"""The router's sending side, as the routing transports see it (internal, documented).
+
+:class:`Channel` bundles what sending one call takes: the :class:`Dispatcher` (endpoint
+choice, retries, failover, breakers, usage), the :class:`CallBuilder` (affinity keys,
+prefix blocks, ``cache_salt``) and the HTTP clients. :class:`VllmRouter` builds one and
+sends all its own calls through it; :mod:`agent_cache.vllm.transport` stands on it alone
+(as httpx's transports never import the client), so the transport never imports the
+router and the router needs no lazy import to build a transport.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from agent_cache.vllm._calls import CallBuilder, Message
+from agent_cache.vllm._dispatch import Call, Dispatcher
+from agent_cache.vllm._endpoint import Endpoint
+
+__all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "Channel"]
+
+#: A request header the routing transport reads (and strips) to pick the namespace.
+NAMESPACE_HEADER = "x-agent-cache-namespace"
+#: A request header the routing transport reads (and strips): the request's session (a
+#: conversation, an agent run), kept on one replica while that is not overloaded.
+SESSION_HEADER = "x-agent-cache-session"
+
+
+class Channel:
+    """Sends calls over a router's replicas (see the module docstring).
+
+    Args:
+        dispatcher: endpoint state and the retry loops.
+        calls: how prompts become routed calls.
+        client / async_client: clients to send with, never closed here; ``None``: the
+            channel creates (and closes) its own on first use.
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        calls: CallBuilder,
+        *,
+        client: httpx.Client | None = None,
+        async_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.calls = calls
+        self._client = client
+        self._aclient = async_client
+        self._owns_client = client is None
+        self._owns_aclient = async_client is None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ for transports
+    @property
+    def api_paths(self) -> list[str]:
+        """The endpoints' API paths (``"/v1"``), longest first."""
+        return sorted({e.api_path for e in self.dispatcher.endpoints}, key=len, reverse=True)
+
+    @property
+    def total_timeout(self) -> float:
+        return float(self.dispatcher.total_timeout)
+
+    def cache_salt(self, namespace: str) -> str:
+        return self.calls.cache_salt(namespace)
+
+    def route(
+        self,
+        call: Call,
+        prompt: str | Sequence[Message] | Sequence[int],
+        namespace: str | None,
+        tools: Any = None,
+        session: str | None = None,
+    ) -> Call:
+        """Give ``call`` its affinity key and what the prefix policy routes by."""
+        call.key = self.calls.key_for(prompt, namespace)
+        return self.calls.route(call, prompt, namespace, tools, session)
+
+    def send(self, call: Call) -> tuple[httpx.Response, Endpoint]:
+        """Send with retries and failover; the response and the endpoint that gave it.
+        A stream (``call.stream``) must be finished with :meth:`end_stream`."""
+        return self.dispatcher.send(self.client(), call)
+
+    async def asend(self, call: Call) -> tuple[httpx.Response, Endpoint]:
+        """Async twin of :meth:`send`."""
+        return await self.dispatcher.asend(self.async_client(), call)
+
+    def end_stream(self, ep: Endpoint, usage: Any, *, failed: bool) -> None:
+        """A stream from ``ep`` ended: record its usage, free the replica, judge it."""
+        self.dispatcher.end_stream(ep, usage, failed=failed)
+
+    # ------------------------------------------------------------------ clients
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.dispatcher.timeout)
+            return self._client
+
+    def async_client(self) -> httpx.AsyncClient:
+        with self._lock:
+            if self._aclient is None:
+                self._aclient = httpx.AsyncClient(timeout=self.dispatcher.timeout)
+            return self._aclient
+
+    def close(self) -> None:
+        """Close the sync client if the channel created it."""
+        if self._client is not None and self._owns_client:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close the clients the channel created."""
+        if self._aclient is not None and self._owns_aclient:
+            await self._aclient.aclose()
+            self._aclient = None
+        self.close()
