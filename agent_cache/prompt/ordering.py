@@ -198,8 +198,9 @@ class PopularityOrderer:
         its length``, goes first for all the requests holding it, then the same is done
         inside that subgroup with what is left, and again for the rest of the group. (By
         count alone, a short document shared by a few more requests would push a long one
-        shared by almost as many out of the common prefix.) Counts are learned too, so
-        online requests that follow use the ranking. Run the requests in
+        shared by almost as many out of the common prefix.) Counts are learned and the
+        orders remembered as recent paths, so online requests that follow reuse them.
+        Run the requests in
         :func:`schedule_batch` order: it visits the resulting prefix tree depth first, so
         every shared prefix stays cached while the requests under it run.
 
