@@ -129,3 +129,30 @@ def test_stream_generator_is_seeded_shares_documents_and_varies_k() -> None:
             make_stream(10, **bad)
     with pytest.raises(ConfigurationError):
         run_prefix_bench(out=Path("unused.md"), sweep_requests=-1, log=lambda _: None)
+
+
+def test_routing_reference_helpers() -> None:
+    from agent_cache.bench.routing import (
+        Session,
+        Turn,
+        measured_chars_per_token,
+        pooled_cache_share,
+    )
+    from agent_cache.vllm.prefix_tree import render_for_prefix
+
+    msgs = [{"role": "system", "content": "S" * 400}, {"role": "user", "content": "q" * 40}]
+    sessions = [Session(f"s{i}", float(i), [Turn(list(msgs), "fine")]) for i in range(5)]
+
+    def per_char(m: object) -> list[int]:  # one token per character of the rendering
+        return [ord(c) for c in render_for_prefix(m)]  # type: ignore[arg-type]
+
+    assert measured_chars_per_token(sessions, per_char) == 1.0
+    big = pooled_cache_share(sessions, capacity_blocks=1000, tokens=per_char)
+    # the same prompt five times: all but the first hit (up to the last full block)
+    n = len(per_char(msgs))
+    assert big == pytest.approx(4 * ((n - 1) // 16 * 16) / (5 * n))
+    other = [{"role": "system", "content": "T" * 400}, msgs[1]]
+    both = [Session(f"s{i}", float(i), [Turn(list((msgs, other)[i % 2]), "ok")]) for i in range(6)]
+    assert pooled_cache_share(both, capacity_blocks=1000, tokens=per_char) > 0.5
+    small = pooled_cache_share(both, capacity_blocks=40, tokens=per_char)  # one fits
+    assert small < pooled_cache_share(both, capacity_blocks=1000, tokens=per_char)
