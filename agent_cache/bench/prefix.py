@@ -13,7 +13,10 @@ simulator (:mod:`agent_cache.prompt.simulator`, vLLM V1's rules). It compares:
    each: round-robin, least-loaded, v0.1's affinity, the prefix tree, prefix tree + load,
    KV events + load, and an oracle that reads every cache;
 3. offline batches: arrival order against :func:`~agent_cache.prompt.schedule_batch`,
-   and against ContextPilot's batch reordering and scheduling.
+   and against ContextPilot's batch reordering and scheduling;
+4. stream variants (:mod:`agent_cache.bench.prefix_sweep`): an independent RAG generator
+   over a grid of topics, overlap, popularity, document length, ``k`` and capacity, for
+   batch scheduling against ContextPilot and the online orderer against a count oracle.
 
 Every contender is rendered with the same template; only the document order and the
 request order differ. The section is written between ``<!-- bench:prefix:start -->`` and
@@ -35,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agent_cache.bench import prefix_sweep as _sweep
 from agent_cache.bench import routing as _routing
 from agent_cache.errors import ConfigurationError
 from agent_cache.prompt import (
@@ -378,6 +382,8 @@ def run_prefix_bench(
     seed: int = 0,
     tokenizer: tuple[str, Tokenizer] | None = None,
     peer: bool = True,
+    sweep_requests: int = 1500,
+    sweep_batch: int = 800,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the prefix benchmark, print it and write its section of ``out``.
@@ -396,6 +402,8 @@ def run_prefix_bench(
             cached would keep the replicas.
         tokenizer: ``(description, text -> ids)``; default :func:`default_tokenizer`.
         peer: Include ContextPilot (needs the ``contextpilot`` package).
+        sweep_requests: Requests per stream variant (0: no sweep).
+        sweep_batch: The variants' offline batch (their first requests).
         log: Progress printer.
 
     Returns:
@@ -410,6 +418,8 @@ def run_prefix_bench(
         raise ConfigurationError("requests, batch, replicas >= 1 and capacity_blocks >= 2")
     if routing_scale <= 0 or utilization <= 0:
         raise ConfigurationError("routing_scale and utilization must be > 0")
+    if sweep_requests < 0 or sweep_batch < 1:
+        raise ConfigurationError("sweep_requests must be >= 0 and sweep_batch >= 1")
     began = time.perf_counter()
     tok_name, tokenize = tokenizer or default_tokenizer()
     renderer = _Renderer(tokenize)
@@ -427,6 +437,8 @@ def run_prefix_bench(
             "routing_scale": routing_scale,
             "utilization": utilization,
             "seed": seed,
+            "sweep_requests": sweep_requests,
+            "sweep_batch": sweep_batch,
         },
     }
 
@@ -455,12 +467,20 @@ def run_prefix_bench(
     results["prompt_tokens_mean"] = sum(lengths) / len(lengths)
 
     routing = []
+    references: list[dict[str, Any]] = []
     canon = messages_by["canonical (`order_documents`)"]
     for n in replicas:
         streams = _routing_streams(n, canon, renderer, routing_scale, utilization, seed)
         for sname, sessions in streams.items():
             count = sum(len(x.turns) for x in sessions)
-            log(f"{n} replicas, {sname}: {count} requests ...")
+            cpt = _routing.measured_chars_per_token(sessions, renderer.tokens)
+            pooled = _routing.pooled_cache_share(
+                sessions, capacity_blocks=(capacity_blocks - 1) * n + 1, tokens=renderer.tokens
+            )
+            references.append(
+                {"stream": sname, "replicas": n, "pooled": pooled, "chars_per_token": cpt}
+            )
+            log(f"{n} replicas, {sname}: {count} requests, one pooled cache {pooled:.3f} ...")
             for contender in _routing.CONTENDERS:
                 row = _routing.run_stream(
                     sessions,
@@ -468,6 +488,7 @@ def run_prefix_bench(
                     replicas=n,
                     capacity_blocks=capacity_blocks,
                     tokens=renderer.tokens,
+                    chars_per_token=cpt,
                 )
                 routing.append({"stream": sname, "replicas": n, **row})
                 log(
@@ -476,6 +497,7 @@ def run_prefix_bench(
                     f"TTFT {row['ttft_mean_ms']:.0f} ms"
                 )
     results["routing"] = routing
+    results["routing_reference"] = references
 
     log(f"offline batch: {batch} requests ...")
     brows = []
@@ -497,6 +519,27 @@ def run_prefix_bench(
             f"capacity {brows[-1]['capacity']:.3f}"
         )
     results["batch"] = brows
+
+    sweep = []
+    if sweep_requests:
+        log(f"stream variants: {len(_sweep.VARIANTS)} x {sweep_requests} requests ...")
+        for variant in _sweep.VARIANTS:
+            row = _sweep.run_variant(
+                variant,
+                tokenize,
+                requests=sweep_requests,
+                batch=sweep_batch,
+                output_tokens=output_tokens,
+                peer=peer,
+            )
+            sweep.append(row)
+            cp = row.get("batch_contextpilot")
+            log(
+                f"  {variant.name:<18} batch: ours {row['batch_schedule_order_batch']:.3f} "
+                f"ContextPilot {cp if cp is None else round(cp, 3)}  online: popularity "
+                f"{row['online_popularity']:.3f} oracle {row['online_oracle']:.3f}"
+            )
+    results["sweep"] = sweep
     results["elapsed_s"] = time.perf_counter() - began
     section = _render(results, peer)
     _write_section(Path(out), section)
@@ -598,6 +641,7 @@ def _render(r: dict[str, Any], peer: bool) -> str:
         "cannot matter (every block stays cached), so the unbounded column isolates the "
         "document order and the capacity column shows what scheduling adds.",
         "",
+        *_sweep.render_sweep(r["sweep"], peer),
         SECTION_END,
         "",
     ]
@@ -614,6 +658,16 @@ _ROUTING_NOTE = (
     "prefill), at equal load handling."
 )
 _FREE = ("least-loaded", "affinity (v0.1)", "prefix tree", "prefix tree + load")
+
+
+def _rr_share(r: dict[str, Any], n: int, stream: str) -> float:
+    return float(
+        next(
+            x["cached_share"]
+            for x in r["routing"]
+            if x["replicas"] == n and x["stream"] == stream and x["contender"] == "round-robin"
+        )
+    )
 
 
 def _routing_markdown(r: dict[str, Any]) -> list[str]:
@@ -635,7 +689,10 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
         "(150-450 words) appended, 0.5 s mean tool latency. Streams grow with the replica "
         f"count and are paced so that prefilling them with nothing cached would keep "
         f"the replicas {a['utilization']:.0%} busy; requests overlap in time. Routers see "
-        "their own in-flight requests and `/metrics` read every second; KV events arrive "
+        "their own in-flight requests and `/metrics` read every second, and are told the "
+        "stream's characters per token (`VllmRouter(chars_per_token=...)`, what a "
+        "deployment reads off `usage.prompt_tokens`; the default 4.0 made the prefix tree "
+        "expire blocks the replicas still held); KV events arrive "
         f"{_routing.EVENT_LAG_S * 1000:.0f} ms after a prefill; the oracle reads every "
         "replica's cache exactly at routing time. *Busiest* is the busiest replica's "
         "requests and prefill tokens over the mean; *TTFT* is queueing plus prefill.",
@@ -662,6 +719,20 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
                 f"{x['max_prefill_vs_mean']:.2f}× | {x['ttft_mean_ms']:.0f} | "
                 f"{x['ttft_p90_ms']:.0f} |"
             )
+        refs = [x for x in r.get("routing_reference", []) if x["replicas"] == n]
+        if refs:
+            lines += [
+                "",
+                f"Reference, the same streams on one cache of {n} × {a['capacity_blocks']} "
+                "blocks (all replicas' capacity pooled, no routing): "
+                + "; ".join(
+                    f"{x['stream']} {_pct(x['pooled'])} ("
+                    + _ratio(x["pooled"], _rr_share(r, n, x["stream"]))
+                    + f" round-robin; {x['chars_per_token']:.2f} characters a token)"
+                    for x in refs
+                )
+                + ".",
+            ]
         lines.append("")
     verdicts = []
     for n in a["replicas"]:
@@ -698,7 +769,7 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
             f"{n} replicas, {stream}: "
             + (
                 f"**{'met' if ok else 'not met'}** ({best['contender']}, "
-                f"{_ratio(best['cached_share'], rr)})"
+                f"{_ratio(best['cached_share'], rr)}{_pooled_note(r, n, stream, ok)})"
                 if best is not None
                 else "**not met** (no policy within 1.3×)"
             )
@@ -719,6 +790,20 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _pooled_note(r: dict[str, Any], n: int, stream: str, ok: bool) -> str:
+    """When the target is missed: what one cache of all replicas' capacity reaches."""
+    ref = next(
+        (x for x in r.get("routing_reference", []) if x["replicas"] == n and x["stream"] == stream),
+        None,
+    )
+    if ok or ref is None:
+        return ""
+    return (
+        f"; one pooled cache of the {n} replicas' capacity reaches "
+        f"{_ratio(ref['pooled'], _rr_share(r, n, stream))}"
+    )
 
 
 def _write_section(out: Path, section: str) -> None:

@@ -27,14 +27,17 @@ from typing import Any
 from agent_cache.prompt import PrefixCacheSimulator
 from agent_cache.vllm import LoadMetrics, VllmRouter
 from agent_cache.vllm._dispatch import Call
+from agent_cache.vllm.prefix_tree import render_for_prefix
 
 __all__ = [
     "CONTENDERS",
     "Session",
     "Turn",
     "agent_sessions",
+    "measured_chars_per_token",
     "mean_full_prefill_s",
     "chat_sessions",
+    "pooled_cache_share",
     "prefill_ms",
     "rag_sessions",
     "run_stream",
@@ -178,7 +181,13 @@ class _Contender:
     """Routes through a :class:`VllmRouter` policy (or round-robin, or the oracle)."""
 
     def __init__(
-        self, name: str, n: int, capacity: int, tokens: Tokens, clock: list[float]
+        self,
+        name: str,
+        n: int,
+        capacity: int,
+        tokens: Tokens,
+        clock: list[float],
+        chars_per_token: float,
     ) -> None:
         self.name = name
         self.n = n
@@ -189,6 +198,7 @@ class _Contender:
             "clock": lambda: clock[0],
             "metrics_interval": None,
             "capacity_tokens": (capacity - 1) * 16,
+            "chars_per_token": chars_per_token,
         }
         if name == "least-loaded":
             self.router = VllmRouter(self.urls, policy="least_loaded", **common)
@@ -292,6 +302,44 @@ def _outputs(tokens: Tokens, msgs: list[Message], answer: str, prompt: list[int]
     return []
 
 
+def measured_chars_per_token(sessions: Sequence[Session], tokens: Tokens) -> float:
+    """Characters of the router's rendering per prompt token, over the stream.
+
+    What a deployment reads off its own traffic (characters sent over
+    ``usage.prompt_tokens``) and passes as ``VllmRouter(chars_per_token=...)``: the
+    router turns its character blocks and the replicas' capacity in tokens into each
+    other with it, so a wrong ratio makes its prefix tree forget blocks too early or too
+    late (SmolLM2's tokenizer gives ~5.7 characters a token on these prompts, not the
+    default 4.0).
+    """
+    chars = sum(len(render_for_prefix(t.messages)) for s in sessions for t in s.turns)
+    toks = sum(len(tokens(t.messages)) for s in sessions for t in s.turns)
+    return chars / toks if toks else 4.0
+
+
+def pooled_cache_share(
+    sessions: Sequence[Session], *, capacity_blocks: int, tokens: Tokens
+) -> float:
+    """Cached-token share of the stream on one cache of ``capacity_blocks``: the
+    reference for routing over replicas whose capacities add up to it (turns in the
+    order they would arrive with no queueing)."""
+    arrivals: list[tuple[float, int, Turn]] = []
+    seq = 0
+    for s in sessions:
+        t = s.start
+        for turn in s.turns:
+            arrivals.append((t, seq, turn))
+            seq += 1
+            t += turn.delay_after + len(turn.answer.split()) * DECODE_MS_PER_TOKEN / 1000.0
+    arrivals.sort(key=lambda a: (a[0], a[1]))
+    sim = PrefixCacheSimulator(16, capacity_blocks)
+    for _, _, turn in arrivals:
+        toks = tokens(turn.messages)
+        out = _outputs(tokens, turn.messages, turn.answer, toks)
+        sim.run(toks, output_token_ids=out or None, output_tokens=len(out))
+    return sim.hit_rate
+
+
 def run_stream(
     sessions: Sequence[Session],
     contender: str,
@@ -299,10 +347,13 @@ def run_stream(
     replicas: int,
     capacity_blocks: int,
     tokens: Tokens,
+    chars_per_token: float = 4.0,
 ) -> dict[str, Any]:
-    """Replay a stream through one contender; returns the shares and modelled TTFTs."""
+    """Replay a stream through one contender; returns the shares and modelled TTFTs.
+
+    ``chars_per_token`` configures the routers (see :func:`measured_chars_per_token`)."""
     now = [0.0]
-    con = _Contender(contender, replicas, capacity_blocks, tokens, now)
+    con = _Contender(contender, replicas, capacity_blocks, tokens, now, chars_per_token)
     reps = [_Replica(PrefixCacheSimulator(16, capacity_blocks)) for _ in range(replicas)]
     if contender == "KV events + load":
         for r in reps:

@@ -1,94 +1,118 @@
-"""A trie of the document orders already sent, for reusing them (not locked; the owner locks).
+"""A trie of the document orders sent lately, for reusing them (not locked; the owner locks).
 
-Every order handed out is inserted. A new request's documents first follow the longest
-path of the trie made only of its own documents (ties: the most used), so its prompt
-repeats an already-cached sequence of documents for as long as possible.
+Every order handed out is inserted, stamped with the call that sent it. A new request's
+documents first walk the trie greedily: at each step, among the documents sent after
+this prefix within the last ``window`` calls that the request holds, the best ranked
+one (the most popular), so its prompt repeats a prefix that is likely still in the KV
+cache, and the most shared one of those. Orders older than ``window`` calls are ignored
+and pruned: the cache has evicted them by then, and following them would only split the
+stream into diverging orders (the former trie, which followed the longest path ever
+sent, lost up to 24 % to the ranking alone on the stream sweep of ``bench prefix``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["PathTrie"]
+from agent_cache.errors import ConfigurationError
 
-_EXPLORE_LIMIT = 4096
+__all__ = ["PathTrie"]
 
 
 @dataclass
 class _Node:
-    count: float = 0.0
+    last: int = -1  # the call that last sent this prefix
     children: dict[str, _Node] = field(default_factory=dict)
 
 
 class PathTrie:
-    """Counts of document sequences; finds the best known path through a set of documents.
+    """Recently sent document sequences; finds a fresh known path through a set.
+
+    Args:
+        max_nodes: Nodes kept at most (the oldest are pruned first).
+        window: Calls after which a sent order is forgotten.
 
     Example:
-        >>> t = PathTrie(max_nodes=100)
-        >>> t.add(["a", "b", "c"]); t.add(["x", "y"])
-        >>> t.match({"c", "b", "a", "z"})
-        ['a', 'b', 'c']
+        >>> t = PathTrie(max_nodes=100, window=10)
+        >>> t.add(["a", "b", "c"], step=1); t.add(["a", "c"], step=2)
+        >>> rank = {"a": 0, "c": 1, "b": 2}
+        >>> t.match({"c", "b", "a", "z"}, rank, step=3)  # after "a": "c" ranks above "b"
+        ['a', 'c']
+        >>> t.match({"a", "b"}, rank, step=30)  # both orders are too old now
+        []
     """
 
-    def __init__(self, max_nodes: int) -> None:
+    def __init__(self, max_nodes: int, window: int = 64) -> None:
+        if max_nodes < 1 or window < 1:
+            raise ConfigurationError("max_nodes and window must be >= 1")
         self.max_nodes = max_nodes
+        self.window = window
         self._root = _Node()
         self._nodes = 0
+        self._pruned_at = 0
 
     def __len__(self) -> int:
         return self._nodes
 
-    def match(self, keys: set[str]) -> list[str]:
-        """The longest known path using only ``keys`` (ties: the most used edges)."""
-        budget = [_EXPLORE_LIMIT]
-
-        def best(node: _Node, left: set[str]) -> tuple[int, float, list[str]]:
-            top: tuple[int, float, list[str]] = (0, 0.0, [])
+    def match(self, keys: set[str], rank: Mapping[str, int], step: int) -> list[str]:
+        """A path through ``keys`` sent within the window before call ``step``: at each
+        step the fresh next document that ranks best (``rank``: lower first)."""
+        since = step - self.window
+        node, left = self._root, set(keys)
+        path: list[str] = []
+        worst = len(rank)
+        while True:
+            best: tuple[int, str] | None = None
             for k, child in node.children.items():
-                if k not in left or budget[0] <= 0:
-                    continue
-                budget[0] -= 1
-                depth, _, path = best(child, left - {k})
-                cand = (depth + 1, child.count, [k, *path])
-                if (cand[0], cand[1]) > (top[0], top[1]):
-                    top = cand
-            return top
+                if k in left and child.last >= since:
+                    cand = (rank.get(k, worst), k)
+                    if best is None or cand < best:
+                        best = cand
+            if best is None:
+                return path
+            k = best[1]
+            path.append(k)
+            left.discard(k)
+            node = node.children[k]
 
-        return best(self._root, set(keys))[2]
-
-    def add(self, path: Sequence[str], weight: float = 1.0) -> None:
-        """Count one use of ``path`` (and of each of its prefixes)."""
+    def add(self, path: Sequence[str], step: int) -> None:
+        """Record that ``path`` (and each of its prefixes) was sent at call ``step``."""
         node = self._root
         for k in path:
             child = node.children.get(k)
             if child is None:
                 child = node.children[k] = _Node()
                 self._nodes += 1
-            child.count += weight
+            child.last = step
             node = child
-        if self._nodes > self.max_nodes:
-            self._shrink()
+        if step - self._pruned_at >= self.window:
+            self._pruned_at = step
+            self._nodes = self._prune(self._root, step - self.window)
+        horizon = self.window
+        while self._nodes > self.max_nodes and horizon > 0:
+            horizon //= 2
+            self._nodes = self._prune(self._root, step - horizon)
 
-    def _shrink(self) -> None:
-        """Halve every count and drop what falls under one use, until under the cap."""
-        while self._nodes > self.max_nodes:
-            self._nodes = self._halve(self._root.children)
+    def _prune(self, node: _Node, since: int) -> int:
+        """Drop every node last sent before ``since``; returns the nodes kept under ``node``.
 
-    def _halve(self, children: dict[str, _Node]) -> int:
+        A child is never fresher than its parent (adding a path stamps all its prefixes),
+        so a stale node's whole subtree is stale too.
+        """
         kept = 0
-        for k in list(children):
-            child = children[k]
-            child.count /= 2.0
-            if child.count < 1.0:
-                del children[k]
+        for k in list(node.children):
+            child = node.children[k]
+            if child.last < since:
+                del node.children[k]
             else:
-                kept += 1 + self._halve(child.children)
+                kept += 1 + self._prune(child, since)
         return kept
 
     def clear(self) -> None:
         self._root = _Node()
         self._nodes = 0
+        self._pruned_at = 0
 
     def paths(self) -> Iterable[list[str]]:
         """Every root-to-leaf path (for inspection and tests)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_cache.bench.prefix import SECTION_END, SECTION_START, make_workload, run_prefix_bench
+from agent_cache.bench.prefix_sweep import VARIANTS, make_stream
 from agent_cache.bench.routing import CONTENDERS
 from agent_cache.errors import ConfigurationError
 from agent_cache.vllm.testing import FakeVllm
@@ -35,6 +36,8 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
         tokenizer=tokenizer,
         replicas=(2, 3),
         routing_scale=0.1,
+        sweep_requests=60,
+        sweep_batch=40,
         log=lambda _: None,
     )
     text = out.read_text(encoding="utf-8")
@@ -68,6 +71,21 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
     assert chat["prefix tree"]["cached_share"] > chat["round-robin"]["cached_share"]
     assert "#### 3 replicas" in text and "KV-event routing within 5 %" in text
     assert "| ContextPilot `reorder` (online) |" in text
+    refs = results["routing_reference"]
+    assert {(x["stream"], x["replicas"]) for x in refs} == {
+        (s, n) for s in ("RAG", "multi-turn chat", "agent") for n in (2, 3)
+    }
+    assert all(0.0 <= x["pooled"] <= 1.0 and x["chars_per_token"] > 0 for x in refs)
+    assert "Reference, the same streams on one cache of 3 × 400 blocks" in text
+    sweep = results["sweep"]
+    assert [row["variant"] for row in sweep] == [v.name for v in VARIANTS]
+    for row in sweep:
+        for name, value in row.items():
+            if name.startswith(("batch_", "online_")):
+                assert 0.0 <= value <= 1.0, name
+        assert row["batch_schedule_order_batch"] > row["batch_arrival_canonical"]
+    assert "### Stream variants" in text and "ContextPilot offline" in text
+    assert "reaches the count oracle" in text
     # a second run replaces the section instead of appending another
     run_prefix_bench(
         out=out,
@@ -78,13 +96,63 @@ def test_bench_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
         peer=False,
         replicas=(2,),
         routing_scale=0.05,
+        sweep_requests=0,
         log=lambda _: None,
     )
     text = out.read_text(encoding="utf-8")
     assert text.count(SECTION_START) == 1 and "ContextPilot skipped" in text
     assert "| ContextPilot" not in text
+    assert "### Stream variants" not in text  # no sweep asked
 
 
 def test_bench_rejects_bad_sizes(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError):
         run_prefix_bench(out=tmp_path / "x.md", requests=0, log=lambda _: None)
+
+
+def test_stream_generator_is_seeded_shares_documents_and_varies_k() -> None:
+    a, b = make_stream(300, seed=5), make_stream(300, seed=5)
+    assert a == b
+    assert make_stream(300, seed=6) != a
+    sizes = {len(ids) for ids, _ in a.requests}
+    assert min(sizes) >= 3 and max(sizes) <= 8 and len(sizes) > 3
+    hubs = [d for ids, _ in a.requests for d in ids if d.startswith("hub-")]
+    assert hubs  # documents shared across topics
+    assert not [
+        d
+        for ids, _ in make_stream(300, seed=5, overlap=0.0).requests
+        for d in ids
+        if d.startswith("hub-")
+    ]
+    for bad in ({"k": (0, 3)}, {"k": (5, 3)}, {"overlap": 1.5}, {"doc_words": (0, 4)}):
+        with pytest.raises(ConfigurationError):
+            make_stream(10, **bad)
+    with pytest.raises(ConfigurationError):
+        run_prefix_bench(out=Path("unused.md"), sweep_requests=-1, log=lambda _: None)
+
+
+def test_routing_reference_helpers() -> None:
+    from agent_cache.bench.routing import (
+        Session,
+        Turn,
+        measured_chars_per_token,
+        pooled_cache_share,
+    )
+    from agent_cache.vllm.prefix_tree import render_for_prefix
+
+    msgs = [{"role": "system", "content": "S" * 400}, {"role": "user", "content": "q" * 40}]
+    sessions = [Session(f"s{i}", float(i), [Turn(list(msgs), "fine")]) for i in range(5)]
+
+    def per_char(m: object) -> list[int]:  # one token per character of the rendering
+        return [ord(c) for c in render_for_prefix(m)]  # type: ignore[arg-type]
+
+    assert measured_chars_per_token(sessions, per_char) == 1.0
+    big = pooled_cache_share(sessions, capacity_blocks=1000, tokens=per_char)
+    # the same prompt five times: all but the first hit (up to the last full block)
+    n = len(per_char(msgs))
+    assert big == pytest.approx(4 * ((n - 1) // 16 * 16) / (5 * n))
+    other = [{"role": "system", "content": "T" * 400}, msgs[1]]
+    both = [Session(f"s{i}", float(i), [Turn(list((msgs, other)[i % 2]), "ok")]) for i in range(6)]
+    assert pooled_cache_share(both, capacity_blocks=1000, tokens=per_char) > 0.5
+    small = pooled_cache_share(both, capacity_blocks=40, tokens=per_char)  # one fits
+    assert small < pooled_cache_share(both, capacity_blocks=1000, tokens=per_char)
