@@ -53,6 +53,7 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.onnx_embedder import OnnxEmbedder, default_threads
 from agent_cache.protocols import Embedder, MetaValue
 from agent_cache.stores.sqlite import SQLiteStore
+from agent_cache.vectors._search import search_threads
 from agent_cache.vectors.sqlite import SQLiteVectorStore
 
 __all__ = ["SECTION_END", "SECTION_START", "run_latency_bench"]
@@ -314,6 +315,7 @@ def _bench_latency(
         name: {"batches": b.batches, "requests": b.requests, "texts": b.texts}
         for name, b in batchers.items()
     }
+    search = {"passes": vs._combiner.passes, "queries": vs._combiner.queries}
     for b in batchers.values():
         b.close()
     if gpt_cache is not None:  # its atexit hook would write the FAISS index into tmp
@@ -322,7 +324,14 @@ def _bench_latency(
         cache.close()
     vs.close()
     store.close()
-    return {"rows": rows, "notes": notes, "exact": exact, "batchers": batch_stats, "dim": dim}
+    return {
+        "rows": rows,
+        "notes": notes,
+        "exact": exact,
+        "batchers": batch_stats,
+        "search": search,
+        "dim": dim,
+    }
 
 
 def _bench_exact_untouched(cache: LayeredCache, chain: Embedder) -> dict[str, Any]:
@@ -475,7 +484,14 @@ def _render(results: dict[str, Any]) -> str:
             f"{BACKEND_NAMES[n]}: {b['requests']} requests in {b['batches']} passes"
             for n, b in lat["batchers"].items()
         )
-        + " over the whole run.",
+        + " over the whole run."
+        + (
+            f" Concurrent k-NN searches shared passes over the matrix: {lat['search']['queries']}"
+            f" searches in {lat['search']['passes']} passes (one matrix-matrix product per pass,"
+            f" {search_threads()} BLAS thread(s), `search_threads()`)."
+            if "search" in lat
+            else ""
+        ),
         "",
         SECTION_END,
     ]

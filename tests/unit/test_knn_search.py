@@ -1,0 +1,216 @@
+"""Exact k-NN: batched search and combined concurrent queries give the brute-force answer."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent_cache.errors import ConfigurationError
+from agent_cache.protocols import VectorMatch
+from agent_cache.stores import SQLiteStore
+from agent_cache.vectors import MemoryVectorStore, SQLiteVectorStore
+from agent_cache.vectors._search import GEMM_FROM, Combiner, Query, similarities
+
+DIM = 16
+SCOPES = ("s0", "s1", "s2")
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+class _Data:
+    """Rows in three scopes, some expiring, and a brute-force float64 reference."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.ids = [f"r{i}" for i in range(n)]
+        self.row = {id_: i for i, id_ in enumerate(self.ids)}
+        self.vectors = _unit(rng, n)
+        self.scopes = [SCOPES[i] for i in rng.integers(0, len(SCOPES), n)]
+        self.expires = [float(x) if x < 50 else math.inf for x in rng.integers(0, 100, n)]
+        self.queries = _unit(rng, 40)
+
+    def metas(self) -> list[dict[str, object]]:
+        return [
+            {"scope": s, "namespace": "default", "expires_at": e, "key": i}
+            for i, s, e in zip(self.ids, self.scopes, self.expires, strict=True)
+        ]
+
+    def reference(self, query: np.ndarray, k: int, scope: str, now: float) -> list[str]:
+        sims = self.vectors.astype(np.float64) @ query.astype(np.float64)
+        alive = (np.array(self.scopes) == scope) & (np.array(self.expires) > now)
+        rows = np.flatnonzero(alive)
+        rows = rows[np.argsort(-sims[rows], kind="stable")]
+        return [self.ids[i] for i in rows[:k]]
+
+
+def _same(found: list[VectorMatch], expected: list[str], data: _Data, query: np.ndarray) -> None:
+    """The same ids as the reference, up to the order of rows whose similarities tie
+    within float32 rounding."""
+    assert len(found) == len(expected)
+
+    def sim(id_: str) -> float:
+        return float(data.vectors[data.row[id_]] @ query)
+
+    for got, want in zip(found, expected, strict=True):
+        assert got.id == want or abs(sim(got.id) - sim(want)) < 1e-5
+        assert got.score == pytest.approx(min(1.0, max(0.0, sim(got.id))), abs=1e-5)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[MemoryVectorStore | SQLiteVectorStore]:
+    if request.param == "memory":
+        yield MemoryVectorStore()
+        return
+    vs = SQLiteVectorStore(tmp_path / "v.sqlite3")
+    yield vs
+    vs.close()
+
+
+@pytest.mark.parametrize("n", [7, 1061, 3077])
+def test_query_and_query_many_match_brute_force(
+    store: MemoryVectorStore | SQLiteVectorStore, n: int
+) -> None:
+    data = _Data(n)
+    store.add(data.ids, data.vectors, data.metas())
+    for now in (0.0, 30.0):
+        for k in (1, 5, n + 3):
+            for scope in SCOPES:
+                for q in data.queries[:3]:
+                    _same(
+                        store.query(q, k=k, scope=scope, now=now),
+                        data.reference(q, k, scope, now),
+                        data,
+                        q,
+                    )
+            for b in (2, GEMM_FROM - 1, GEMM_FROM, len(data.queries)):  # both block paths
+                queries = data.queries[:b]
+                scopes = [SCOPES[i % len(SCOPES)] for i in range(b)]
+                got = store.query_many(queries, k=k, scope=scopes, now=now)
+                assert len(got) == b
+                for q, s, found in zip(queries, scopes, got, strict=True):
+                    _same(found, data.reference(q, k, s, now), data, q)
+
+
+def test_query_many_validates_and_keeps_metadata(
+    store: MemoryVectorStore | SQLiteVectorStore,
+) -> None:
+    data = _Data(20)
+    store.add(data.ids, data.vectors, data.metas())
+    assert store.query_many(data.queries[:3], k=0, scope="s0", now=0.0) == [[], [], []]
+    with pytest.raises(ConfigurationError):
+        store.query_many(data.queries[:3], k=2, scope=["s0"], now=0.0)
+    with pytest.raises(ConfigurationError):
+        store.query_many(np.zeros((2, 3, DIM), dtype=np.float32), k=2, scope="s0", now=0.0)
+    with pytest.raises(ConfigurationError):  # a query of another dimension
+        store.query_many(np.ones((1, DIM + 1), dtype=np.float32), k=2, scope="s0", now=0.0)
+    (found,) = store.query_many(data.queries[:1], k=3, scope="s1", now=0.0)
+    assert found and all(m.metadata["key"] == m.id for m in found)
+    found[0].metadata["key"] = "changed"  # each answer owns its metadata
+    (again,) = store.query_many(data.queries[:1], k=3, scope="s1", now=0.0)
+    assert again[0].metadata["key"] == again[0].id
+
+
+def test_similarities_equal_the_plain_product_on_every_path() -> None:
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 1024, 2348):
+        matrix = _unit(rng, n)
+        for b in (1, 2, GEMM_FROM - 1, GEMM_FROM, 9):
+            queries = _unit(rng, b)
+            got = similarities(matrix, queries)
+            assert got.shape == (b, n) and got.dtype == np.float32
+            np.testing.assert_allclose(got, queries @ matrix.T, atol=1e-5)
+
+
+def test_concurrent_queries_share_a_pass_and_get_their_own_answers(
+    store: MemoryVectorStore | SQLiteVectorStore,
+) -> None:
+    data = _Data(3000)
+    store.add(data.ids, data.vectors, data.metas())
+    combiner: Combiner = store._combiner
+    inner = combiner._serve
+    entered, release = threading.Event(), threading.Event()
+    sizes: list[int] = []
+
+    def slow_first(batch: list[Query]) -> None:
+        sizes.append(len(batch))
+        if len(sizes) == 1:
+            entered.set()
+            assert release.wait(10)
+        inner(batch)
+
+    combiner._serve = slow_first
+    results: dict[int, list[VectorMatch]] = {}
+
+    def ask(i: int) -> None:
+        results[i] = store.query(data.queries[i], k=4, scope=SCOPES[i % 3], now=20.0)
+
+    first = threading.Thread(target=ask, args=(0,))
+    first.start()
+    assert entered.wait(10)
+    others = [threading.Thread(target=ask, args=(i,)) for i in range(1, 9)]
+    for t in others:
+        t.start()
+    while len(combiner._pending) < 8:  # all eight queue behind the running pass
+        threading.Event().wait(0.001)
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert sizes == [1, 8]  # the eight waiting queries took one pass together
+    for i in range(9):
+        q = data.queries[i]
+        _same(results[i], data.reference(q, 4, SCOPES[i % 3], 20.0), data, q)
+
+
+def test_a_lone_caller_never_waits_and_an_error_stays_with_its_query() -> None:
+    calls: list[list[str]] = []
+
+    def serve(batch: list[Query]) -> None:
+        calls.append([q.scope for q in batch])
+        for q in batch:
+            if q.scope == "bad":
+                q.error = ConfigurationError("bad query")
+
+    combiner = Combiner(serve)
+    one = [Query(np.ones(2, dtype=np.float32), 1, "ok", 0.0)]
+    combiner.run(one)
+    assert calls == [["ok"]] and one[0].done and one[0].error is None
+    pair = [Query(np.ones(2, dtype=np.float32), 1, s, 0.0) for s in ("ok", "bad")]
+    combiner.run(pair)
+    assert calls[-1] == ["ok", "bad"] and pair[0].error is None
+    assert isinstance(pair[1].error, ConfigurationError)
+
+    def broken(batch: list[Query]) -> None:
+        raise RuntimeError("store down")
+
+    failing = Combiner(broken)
+    queries = [Query(np.ones(2, dtype=np.float32), 1, "x", 0.0)]
+    failing.run(queries)
+    assert isinstance(queries[0].error, RuntimeError) and queries[0].done
+    assert failing.passes == 1 and failing.queries == 1
+
+
+def test_query_many_sees_another_instances_new_rows(tmp_path: Path) -> None:
+    kv = SQLiteStore(tmp_path / "shared.sqlite3")
+    reader, writer = SQLiteVectorStore(kv), SQLiteVectorStore(tmp_path / "shared.sqlite3")
+    data = _Data(50)
+    writer.add(data.ids[:25], data.vectors[:25], data.metas()[:25])
+    first = reader.query_many(data.queries[:4], k=50, scope="s0", now=0.0)
+    writer.add(data.ids[25:], data.vectors[25:], data.metas()[25:])
+    writer.delete([data.ids[0]])
+    later = reader.query_many(data.queries[:4], k=50, scope="s0", now=0.0)
+    for q, found in zip(data.queries[:4], later, strict=True):
+        _same(found, [i for i in data.reference(q, 50, "s0", 0.0) if i != data.ids[0]], data, q)
+    assert sum(map(len, later)) > sum(map(len, first))
+    writer.close()
+    reader.close()
+    kv.close()
