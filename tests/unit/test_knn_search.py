@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,3 +217,40 @@ def test_query_many_sees_another_instances_new_rows(tmp_path: Path) -> None:
     writer.close()
     reader.close()
     kv.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_searches_although_the_parent_was_mid_search() -> None:
+    store = MemoryVectorStore()
+    data = _Data(50)
+    store.add(data.ids, data.vectors, data.metas())
+    inner = store._combiner._serve
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(batch: list[Query]) -> None:
+        entered.set()
+        release.wait(10)
+        inner(batch)
+
+    store._combiner._serve = stuck
+    parent = threading.Thread(target=store.query, args=(data.queries[0],), kwargs=_ask)
+    parent.start()
+    assert entered.wait(10)  # the parent's combiner is busy at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's busy flag and waiters are not its own
+        store._combiner._serve = inner
+        found = store.query(data.queries[1], k=3, scope="s0", now=0.0)
+        os._exit(0 if [m.id for m in found] == data.reference(data.queries[1], 3, "s0", 0.0) else 1)
+    release.set()
+    parent.join(10)
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the parent's search")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+_ask = {"k": 3, "scope": "s0", "now": 0.0}
