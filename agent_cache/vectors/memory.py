@@ -18,7 +18,9 @@ import numpy.typing as npt
 
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
-from agent_cache.vectors._search import Combiner, Query, similarities, top_rows
+from agent_cache.vectors import _int8
+from agent_cache.vectors._int8 import Int8Index
+from agent_cache.vectors._search import Combiner, Query, search_threads, similarities, top_rows
 
 __all__ = ["MemoryVectorStore"]
 
@@ -44,6 +46,7 @@ class _Partition:
     ids: list[str] = field(default_factory=list)
     metas: list[dict[str, MetaValue]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
+    index: Int8Index | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.empty((_INITIAL_ROWS, self.dim), dtype=np.float32)
@@ -68,6 +71,8 @@ class _Partition:
             self.rows[id_] = row
         else:
             self.metas[row] = meta
+        if self.index is not None:
+            self.index.mark(row)
         self.matrix[row] = vector
         self.expires[row] = _expiry(meta)
 
@@ -76,6 +81,9 @@ class _Partition:
         if row is None:
             return False
         last = len(self.ids) - 1
+        if self.index is not None:
+            self.index.mark(row)
+            self.index.mark(last)
         if row != last:  # move the last row into the hole
             moved = self.ids[last]
             self.matrix[row] = self.matrix[last]
@@ -99,6 +107,9 @@ class _Partition:
         n = len(self.ids)
         if n == 0:
             return [[] for _ in ks]
+        index = self._int8(n)
+        if index is not None:
+            return self._search_int8(index, queries, ks, nows)
         sims = similarities(self.matrix[:n], queries)
         expires = self.expires[:n]
         soonest = float(expires.min())
@@ -106,14 +117,68 @@ class _Partition:
         for row_sims, k, now in zip(sims, ks, nows, strict=True):
             if soonest <= now:  # mask expired rows inside the search
                 row_sims[expires <= now] = -np.inf
+            out.append(self._matches(top_rows(row_sims, k), row_sims))
+        return out
+
+    def _matches(self, rows: Sequence[int], sims: npt.NDArray[np.float32]) -> list[VectorMatch]:
+        return [
+            VectorMatch(self.ids[row], min(1.0, max(0.0, float(sims[row]))), dict(self.metas[row]))
+            for row in rows
+        ]
+
+    def _int8(self, n: int) -> Int8Index | None:
+        """The int8 first pass for a large partition, (re)built when missing or worn."""
+        if n < _int8.MIN_ROWS or not _int8.available():
+            self.index = None
+            return None
+        if self.index is None or self.index.worn(n):
+            self.index = Int8Index(self.matrix[:n], search_threads())
+        return self.index
+
+    def _search_int8(
+        self,
+        index: Int8Index,
+        queries: npt.NDArray[np.float32],
+        ks: Sequence[int],
+        nows: Sequence[float],
+    ) -> list[list[VectorMatch]]:
+        """The exact top k through the int8 first pass (:mod:`agent_cache.vectors._int8`)."""
+        n = len(self.ids)
+        m = min(index.rows, n)  # copy rows beyond n are gone
+        approx, bound = index.bounds(queries)
+        current = ~index.stale[:m]
+        exact_rows = np.concatenate(
+            [np.flatnonzero(index.stale[:m]), np.arange(index.rows, n, dtype=np.int64)]
+        )
+        exact = similarities(self.matrix[exact_rows], queries) if exact_rows.size else None
+        expires = self.expires[:n]
+        soonest = float(expires.min())
+        out: list[list[VectorMatch]] = []
+        for b, (k, now) in enumerate(zip(ks, nows, strict=True)):
+            alive = current if soonest > now else current & (expires[:m] > now)
+            lo = np.where(alive, approx[b, :m] - bound[b, :m], -np.inf)
+            hi = np.where(alive, approx[b, :m] + bound[b, :m], -np.inf)
+            ex = (
+                np.where(expires[exact_rows] > now, exact[b], -np.inf)
+                if exact is not None
+                else np.empty(0, dtype=np.float32)
+            )
+            floor = np.concatenate([lo, ex])
+            tau = -np.inf if floor.size <= k else float(np.partition(floor, floor.size - k)[-k])
+            cand = np.flatnonzero((hi >= tau) & np.isfinite(hi))
+            rows = np.concatenate([cand, exact_rows])
+            sims = np.concatenate([self.matrix[cand] @ queries[b], ex]).astype(np.float32)
+            order = np.argsort(rows, kind="stable")  # ties keep row order, as the plain path
+            rows, sims = rows[order], sims[order]
+            picked = top_rows(sims, k)
             out.append(
                 [
                     VectorMatch(
-                        self.ids[row],
-                        min(1.0, max(0.0, float(row_sims[row]))),
-                        dict(self.metas[row]),
+                        self.ids[int(rows[i])],
+                        min(1.0, max(0.0, float(sims[i]))),
+                        dict(self.metas[int(rows[i])]),
                     )
-                    for row in top_rows(row_sims, k)
+                    for i in picked
                 ]
             )
         return out

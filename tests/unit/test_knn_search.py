@@ -16,7 +16,7 @@ import pytest
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import VectorMatch
 from agent_cache.stores import SQLiteStore
-from agent_cache.vectors import MemoryVectorStore, SQLiteVectorStore
+from agent_cache.vectors import MemoryVectorStore, SQLiteVectorStore, _int8
 from agent_cache.vectors._search import GEMM_FROM, Combiner, Query, similarities
 
 DIM = 16
@@ -254,3 +254,75 @@ def test_a_forked_child_searches_although_the_parent_was_mid_search() -> None:
 
 
 _ask = {"k": 3, "scope": "s0", "now": 0.0}
+
+
+needs_ort = pytest.mark.skipif(not _int8.available(), reason="needs agent-cache[onnx]")
+
+
+@needs_ort
+@pytest.mark.parametrize("n", [300, 3077])
+def test_the_int8_first_pass_gives_the_exact_top_k(
+    store: MemoryVectorStore | SQLiteVectorStore, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_int8, "MIN_ROWS", 64)
+    data = _Data(n, seed=n)
+    store.add(data.ids, data.vectors, data.metas())
+    for now in (0.0, 30.0):
+        for k in (1, 5, 40):
+            for scope in SCOPES:
+                got = store.query_many(data.queries, k=k, scope=scope, now=now)
+                for q, found in zip(data.queries, got, strict=True):
+                    _same(found, data.reference(q, k, scope, now), data, q)
+    partitions = store._partitions
+    assert any(p.index is not None for p in partitions.values())  # the int8 pass ran
+
+
+@needs_ort
+def test_the_int8_pass_follows_writes_moves_and_deletes(
+    store: MemoryVectorStore | SQLiteVectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_int8, "MIN_ROWS", 64)
+    monkeypatch.setattr(_int8, "REBUILD_SHARE", 0.5)  # keep the stale copy for a while
+    data = _Data(400, seed=7)
+    store.add(data.ids, data.vectors, data.metas())
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)
+    built = store._partitions["s0"].index
+    assert built is not None
+    rng = np.random.default_rng(8)
+    # overwrite some rows with the queries themselves (they must now win), delete others
+    targets = [i for i, s in enumerate(data.scopes) if s == "s0"][:10]
+    for j, i in enumerate(targets[:5]):
+        data.vectors[i] = data.queries[j]
+        data.expires[i] = math.inf
+    metas = data.metas()
+    store.add(
+        [data.ids[i] for i in targets[:5]],
+        data.vectors[targets[:5]],
+        [metas[i] for i in targets[:5]],
+    )
+    gone = set(data.ids[i] for i in targets[5:])
+    store.delete(list(gone))
+    for j in range(5):
+        q = data.queries[j]
+        found = store.query(q, k=5, scope="s0", now=0.0)
+        assert found[0].id == data.ids[targets[j]] and found[0].score == pytest.approx(1.0)
+        want = [i for i in data.reference(q, 5 + len(gone), "s0", 0.0) if i not in gone][:5]
+        _same(found, want, data, q)
+    assert store._partitions["s0"].index is built  # stale rows were scored exactly
+    extra = _unit(rng, 300)  # many new rows: the copy is rebuilt
+    store.add([f"x{i}" for i in range(300)], extra, [{"scope": "s0", "namespace": "d"}] * 300)
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)
+    assert store._partitions["s0"].index is not built
+
+
+def test_without_onnxruntime_the_search_is_the_plain_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_int8, "MIN_ROWS", 64)
+    monkeypatch.setattr(_int8, "_ORT", False)
+    store = MemoryVectorStore()
+    data = _Data(500)
+    store.add(data.ids, data.vectors, data.metas())
+    q = data.queries[0]
+    _same(store.query(q, k=5, scope="s1", now=0.0), data.reference(q, 5, "s1", 0.0), data, q)
+    assert store._partitions["s1"].index is None
