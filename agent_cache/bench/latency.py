@@ -53,6 +53,7 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.onnx_embedder import OnnxEmbedder, default_threads
 from agent_cache.protocols import Embedder, MetaValue
 from agent_cache.stores.sqlite import SQLiteStore
+from agent_cache.vectors import _int8
 from agent_cache.vectors._search import search_threads
 from agent_cache.vectors.sqlite import SQLiteVectorStore
 
@@ -487,8 +488,11 @@ def _render(results: dict[str, Any]) -> str:
         + " over the whole run."
         + (
             f" Concurrent k-NN searches shared passes over the matrix: {lat['search']['queries']}"
-            f" searches in {lat['search']['passes']} passes (one matrix-matrix product per pass,"
-            f" {search_threads()} BLAS thread(s), `search_threads()`)."
+            f" searches in {lat['search']['passes']} passes (one matrix product per pass,"
+            f" {search_threads()} BLAS thread(s), `search_threads()`; from"
+            f" {_int8.MIN_ROWS:,} rows in a scope an int8 first pass"
+            f"{'' if _int8.available() else ' (not available here)'} with exact float32"
+            " rescoring, the same top k)."
             if "search" in lat
             else ""
         ),
