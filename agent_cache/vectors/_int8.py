@@ -110,6 +110,9 @@ class Int8Index:
         codes, self.scale, self.error = _quantize(matrix)
         self.rows: int = int(matrix.shape[0])
         self.norms = np.sqrt(np.einsum("ij,ij->i", codes, codes, dtype=np.float64)) * self.scale
+        self._scale32 = self.scale.astype(np.float32)
+        self._norms32 = self.norms.astype(np.float32)
+        self._error32 = (self.error + SLACK).astype(np.float32)
         self.stale = np.zeros(self.rows, dtype=bool)
         self.stale_count = 0
         self._session = _session(np.ascontiguousarray(codes.T), threads)
@@ -135,8 +138,8 @@ class Int8Index:
         feed = (qcodes + 128).astype(np.uint8)
         (dots,) = self._session.run(None, {"q": feed})
         approx = dots.astype(np.float32)
-        approx *= (qscale[:, None] * self.scale[None, :]).astype(np.float32)
-        bound = (self.error[None, :] + qerror[:, None] * self.norms[None, :] + SLACK).astype(
-            np.float32
-        )
+        approx *= self._scale32[None, :]
+        approx *= qscale.astype(np.float32)[:, None]
+        bound = qerror.astype(np.float32)[:, None] * self._norms32[None, :]
+        bound += self._error32[None, :]
         return approx, bound

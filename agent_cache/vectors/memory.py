@@ -154,18 +154,30 @@ class _Partition:
         expires = self.expires[:n]
         soonest = float(expires.min())
         out: list[list[VectorMatch]] = []
+        all_current = bool(current.all())
         for b, (k, now) in enumerate(zip(ks, nows, strict=True)):
-            alive = current if soonest > now else current & (expires[:m] > now)
-            lo = np.where(alive, approx[b, :m] - bound[b, :m], -np.inf)
-            hi = np.where(alive, approx[b, :m] + bound[b, :m], -np.inf)
+            lo = approx[b, :m] - bound[b, :m]
+            hi = approx[b, :m]
+            hi += bound[b, :m]
+            dead = None if all_current else ~current
+            if soonest <= now:
+                expired = expires[:m] <= now
+                dead = expired if dead is None else dead | expired
+            if dead is not None:
+                lo[dead] = -np.inf
+                hi[dead] = -np.inf
             ex = (
                 np.where(expires[exact_rows] > now, exact[b], -np.inf)
                 if exact is not None
                 else np.empty(0, dtype=np.float32)
             )
-            floor = np.concatenate([lo, ex])
-            tau = -np.inf if floor.size <= k else float(np.partition(floor, floor.size - k)[-k])
-            cand = np.flatnonzero((hi >= tau) & np.isfinite(hi))
+            best = np.partition(lo, lo.size - min(k, lo.size))[lo.size - min(k, lo.size) :]
+            floor = np.concatenate([best, ex])
+            tau = -np.inf if floor.size < k else float(np.partition(floor, floor.size - k)[-k])
+            if tau == -np.inf:
+                cand = np.flatnonzero(np.isfinite(hi))
+            else:
+                cand = np.flatnonzero(hi >= tau)
             rows = np.concatenate([cand, exact_rows])
             sims = np.concatenate([self.matrix[cand] @ queries[b], ex]).astype(np.float32)
             order = np.argsort(rows, kind="stable")  # ties keep row order, as the plain path
