@@ -147,10 +147,14 @@ class _Partition:
         m = min(index.rows, n)  # copy rows beyond n are gone
         approx, bound = index.bounds(queries)
         current = ~index.stale[:m]
-        exact_rows = np.concatenate(
-            [np.flatnonzero(index.stale[:m]), np.arange(index.rows, n, dtype=np.int64)]
-        )
-        exact = similarities(self.matrix[exact_rows], queries) if exact_rows.size else None
+        stale_rows = np.flatnonzero(index.stale[:m])
+        exact_rows = np.concatenate([stale_rows, np.arange(index.rows, n, dtype=np.int64)])
+        exact = None
+        if exact_rows.size:  # rows newer than the copy are a slice: no gather for them
+            parts = [similarities(self.matrix[stale_rows], queries)] if stale_rows.size else []
+            if n > index.rows:
+                parts.append(similarities(self.matrix[index.rows : n], queries))
+            exact = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         expires = self.expires[:n]
         soonest = float(expires.min())
         out: list[list[VectorMatch]] = []

@@ -309,6 +309,18 @@ def test_the_int8_pass_follows_writes_moves_and_deletes(
         want = [i for i in data.reference(q, 5 + len(gone), "s0", 0.0) if i not in gone][:5]
         _same(found, want, data, q)
     assert store._partitions["s0"].index is built  # stale rows were scored exactly
+    fresh = [f"new{j}" for j in range(5)]  # rows newer than the copy, next to stale ones
+    store.add(fresh, data.queries[5:10], [{"scope": "s0", "namespace": "d"}] * 5)
+    for j in range(5):
+        found = store.query(data.queries[5 + j], k=2, scope="s0", now=0.0)
+        assert found[0].id == fresh[j] and found[0].score == pytest.approx(1.0)
+        q = data.queries[5 + j]
+        old = next(i for i in data.reference(q, 50, "s0", 0.0) if i not in gone)
+        rivals = {old: float(data.vectors[data.row[old]] @ q)}
+        rivals.update({fresh[i]: float(data.queries[5 + i] @ q) for i in range(5) if i != j})
+        assert found[1].id == max(rivals, key=lambda r: rivals[r])
+        assert found[1].score == pytest.approx(max(0.0, max(rivals.values())), abs=1e-5)
+    assert store._partitions["s0"].index is built
     extra = _unit(rng, 300)  # many new rows: the copy is rebuilt
     store.add([f"x{i}" for i in range(300)], extra, [{"scope": "s0", "namespace": "d"}] * 300)
     store.query(data.queries[0], k=3, scope="s0", now=0.0)
