@@ -53,6 +53,8 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.onnx_embedder import OnnxEmbedder, default_threads
 from agent_cache.protocols import Embedder, MetaValue
 from agent_cache.stores.sqlite import SQLiteStore
+from agent_cache.vectors import _int8
+from agent_cache.vectors._search import search_threads
 from agent_cache.vectors.sqlite import SQLiteVectorStore
 
 __all__ = ["SECTION_END", "SECTION_START", "run_latency_bench"]
@@ -314,6 +316,7 @@ def _bench_latency(
         name: {"batches": b.batches, "requests": b.requests, "texts": b.texts}
         for name, b in batchers.items()
     }
+    search = {"passes": vs._combiner.passes, "queries": vs._combiner.queries}
     for b in batchers.values():
         b.close()
     if gpt_cache is not None:  # its atexit hook would write the FAISS index into tmp
@@ -322,7 +325,14 @@ def _bench_latency(
         cache.close()
     vs.close()
     store.close()
-    return {"rows": rows, "notes": notes, "exact": exact, "batchers": batch_stats, "dim": dim}
+    return {
+        "rows": rows,
+        "notes": notes,
+        "exact": exact,
+        "batchers": batch_stats,
+        "search": search,
+        "dim": dim,
+    }
 
 
 def _bench_exact_untouched(cache: LayeredCache, chain: Embedder) -> dict[str, Any]:
@@ -475,7 +485,17 @@ def _render(results: dict[str, Any]) -> str:
             f"{BACKEND_NAMES[n]}: {b['requests']} requests in {b['batches']} passes"
             for n, b in lat["batchers"].items()
         )
-        + " over the whole run.",
+        + " over the whole run."
+        + (
+            f" Concurrent k-NN searches shared passes over the matrix: {lat['search']['queries']}"
+            f" searches in {lat['search']['passes']} passes (one matrix product per pass,"
+            f" {search_threads()} BLAS thread(s), `search_threads()`; from"
+            f" {_int8.MIN_ROWS:,} rows in a scope an int8 first pass"
+            f"{'' if _int8.available() else ' (not available here)'} with exact float32"
+            " rescoring, the same top k)."
+            if "search" in lat
+            else ""
+        ),
         "",
         SECTION_END,
     ]

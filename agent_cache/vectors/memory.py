@@ -18,6 +18,9 @@ import numpy.typing as npt
 
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
+from agent_cache.vectors import _int8
+from agent_cache.vectors._int8 import Int8Index
+from agent_cache.vectors._search import Combiner, Query, search_threads, similarities, top_rows
 
 __all__ = ["MemoryVectorStore"]
 
@@ -43,6 +46,7 @@ class _Partition:
     ids: list[str] = field(default_factory=list)
     metas: list[dict[str, MetaValue]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
+    index: Int8Index | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.empty((_INITIAL_ROWS, self.dim), dtype=np.float32)
@@ -67,6 +71,8 @@ class _Partition:
             self.rows[id_] = row
         else:
             self.metas[row] = meta
+        if self.index is not None:
+            self.index.mark(row)
         self.matrix[row] = vector
         self.expires[row] = _expiry(meta)
 
@@ -75,6 +81,9 @@ class _Partition:
         if row is None:
             return False
         last = len(self.ids) - 1
+        if self.index is not None:
+            self.index.mark(row)
+            self.index.mark(last)
         if row != last:  # move the last row into the hole
             moved = self.ids[last]
             self.matrix[row] = self.matrix[last]
@@ -87,25 +96,160 @@ class _Partition:
         return True
 
     def search(self, query: npt.NDArray[np.float32], k: int, now: float) -> list[VectorMatch]:
+        """The ``k`` best unexpired rows for one normalized query."""
+        return self.search_many(query.reshape(1, -1), [k], [now])[0]
+
+    def search_many(
+        self, queries: npt.NDArray[np.float32], ks: Sequence[int], nows: Sequence[float]
+    ) -> list[list[VectorMatch]]:
+        """The ``ks[i]`` best rows unexpired at ``nows[i]`` for each normalized query
+        (shape ``(len(ks), dim)``), in one pass over the matrix."""
         n = len(self.ids)
         if n == 0:
-            return []
-        sims = self.matrix[:n] @ query
+            return [[] for _ in ks]
+        index = self._int8(n)
+        if index is not None:
+            return self._search_int8(index, queries, ks, nows)
+        sims = similarities(self.matrix[:n], queries)
         expires = self.expires[:n]
-        if expires.min() <= now:  # mask expired rows inside the search
-            sims[expires <= now] = -np.inf
-        if k < n:
-            top = np.argpartition(sims, n - k)[n - k :]
-            top = top[np.argsort(-sims[top], kind="stable")]
-        else:
-            top = np.argsort(-sims, kind="stable")
-        out = []
-        for row in top.tolist():
-            sim = float(sims[row])
-            if sim == -np.inf:
-                break
-            out.append(VectorMatch(self.ids[row], min(1.0, max(0.0, sim)), dict(self.metas[row])))
+        soonest = float(expires.min())
+        out: list[list[VectorMatch]] = []
+        for row_sims, k, now in zip(sims, ks, nows, strict=True):
+            if soonest <= now:  # mask expired rows inside the search
+                row_sims[expires <= now] = -np.inf
+            out.append(self._matches(top_rows(row_sims, k), row_sims))
         return out
+
+    def _matches(self, rows: Sequence[int], sims: npt.NDArray[np.float32]) -> list[VectorMatch]:
+        return [
+            VectorMatch(self.ids[row], min(1.0, max(0.0, float(sims[row]))), dict(self.metas[row]))
+            for row in rows
+        ]
+
+    def _int8(self, n: int) -> Int8Index | None:
+        """The int8 first pass for a large partition, (re)built when missing or worn."""
+        if n < _int8.MIN_ROWS or not _int8.available():
+            self.index = None
+            return None
+        if self.index is None or self.index.worn(n):
+            self.index = Int8Index(self.matrix[:n], search_threads())
+        return self.index
+
+    def _search_int8(
+        self,
+        index: Int8Index,
+        queries: npt.NDArray[np.float32],
+        ks: Sequence[int],
+        nows: Sequence[float],
+    ) -> list[list[VectorMatch]]:
+        """The exact top k through the int8 first pass (:mod:`agent_cache.vectors._int8`)."""
+        n = len(self.ids)
+        m = min(index.rows, n)  # copy rows beyond n are gone
+        approx, bound = index.bounds(queries)
+        current = ~index.stale[:m]
+        stale_rows = np.flatnonzero(index.stale[:m])
+        exact_rows = np.concatenate([stale_rows, np.arange(index.rows, n, dtype=np.int64)])
+        exact = None
+        if exact_rows.size:  # rows newer than the copy are a slice: no gather for them
+            parts = [similarities(self.matrix[stale_rows], queries)] if stale_rows.size else []
+            if n > index.rows:
+                parts.append(similarities(self.matrix[index.rows : n], queries))
+            exact = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        expires = self.expires[:n]
+        soonest = float(expires.min())
+        out: list[list[VectorMatch]] = []
+        all_current = bool(current.all())
+        for b, (k, now) in enumerate(zip(ks, nows, strict=True)):
+            lo = approx[b, :m] - bound[b, :m]
+            hi = approx[b, :m]
+            hi += bound[b, :m]
+            dead = None if all_current else ~current
+            if soonest <= now:
+                expired = expires[:m] <= now
+                dead = expired if dead is None else dead | expired
+            if dead is not None:
+                lo[dead] = -np.inf
+                hi[dead] = -np.inf
+            ex = (
+                np.where(expires[exact_rows] > now, exact[b], -np.inf)
+                if exact is not None
+                else np.empty(0, dtype=np.float32)
+            )
+            best = np.partition(lo, lo.size - min(k, lo.size))[lo.size - min(k, lo.size) :]
+            floor = np.concatenate([best, ex])
+            tau = -np.inf if floor.size < k else float(np.partition(floor, floor.size - k)[-k])
+            if tau == -np.inf:
+                cand = np.flatnonzero(np.isfinite(hi))
+            else:
+                cand = np.flatnonzero(hi >= tau)
+            rows = np.concatenate([cand, exact_rows])
+            sims = np.concatenate([self.matrix[cand] @ queries[b], ex]).astype(np.float32)
+            order = np.argsort(rows, kind="stable")  # ties keep row order, as the plain path
+            rows, sims = rows[order], sims[order]
+            picked = top_rows(sims, k)
+            out.append(
+                [
+                    VectorMatch(
+                        self.ids[int(rows[i])],
+                        min(1.0, max(0.0, float(sims[i]))),
+                        dict(self.metas[int(rows[i])]),
+                    )
+                    for i in picked
+                ]
+            )
+        return out
+
+
+def _queries(
+    vectors: Sequence[Vector] | Vector, k: int, scope: str | Sequence[str], now: float
+) -> list[Query]:
+    """Validated, L2-normalized queries of one ``query_many`` call."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    if matrix.ndim != 2:
+        raise ConfigurationError("query vectors must be one row per query", layer="semantic")
+    scopes = [scope] * matrix.shape[0] if isinstance(scope, str) else list(scope)
+    if len(scopes) != matrix.shape[0] or not all(isinstance(s, str) for s in scopes):
+        raise ConfigurationError("one str scope per query vector", layer="semantic")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+    return [Query(row, k, s, now) for row, s in zip(matrix, scopes, strict=True)]
+
+
+def _answers(queries: Sequence[Query]) -> list[list[VectorMatch]]:
+    for query in queries:
+        if query.error is not None:
+            raise query.error
+    return [query.result for query in queries]
+
+
+def _by_scope(batch: Sequence[Query]) -> dict[str, list[Query]]:
+    groups: dict[str, list[Query]] = {}
+    for query in batch:
+        groups.setdefault(query.scope, []).append(query)
+    return groups
+
+
+def _search_partition(partition: _Partition, queries: Sequence[Query]) -> None:
+    """Search one partition for the queries of its scope; a query of the wrong
+    dimension gets its own error."""
+    fit = []
+    for query in queries:
+        if query.vector.shape[0] != partition.dim:
+            query.error = ConfigurationError(
+                f"query dimension {query.vector.shape[0]} does not match {partition.dim}",
+                layer="semantic",
+            )
+        else:
+            fit.append(query)
+    if not fit:
+        return
+    found = partition.search_many(
+        np.stack([q.vector for q in fit]), [q.k for q in fit], [q.now for q in fit]
+    )
+    for query, matches in zip(fit, found, strict=True):
+        query.result = matches
 
 
 class MemoryVectorStore:
@@ -131,6 +275,7 @@ class MemoryVectorStore:
         self._partitions: dict[str, _Partition] = {}
         self._scope_of: dict[str, str] = {}
         self._dim: int | None = None
+        self._combiner = Combiner(self._serve)
 
     def _check_dim(self, dim: int) -> None:
         if self._dim is None:
@@ -180,23 +325,44 @@ class MemoryVectorStore:
                 self._scope_of[id_] = scope
 
     def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
-        """The ``k`` most similar unexpired vectors of ``scope``, best first."""
+        """The ``k`` most similar unexpired vectors of ``scope``, best first.
+
+        Concurrent calls share one pass over the matrix (:mod:`agent_cache.vectors._search`).
+        """
+        return self.query_many([vector], k=k, scope=scope, now=now)[0]
+
+    def query_many(
+        self,
+        vectors: Sequence[Vector] | Vector,
+        *,
+        k: int,
+        scope: str | Sequence[str],
+        now: float,
+    ) -> list[list[VectorMatch]]:
+        """:meth:`query` for many vectors at once (one scope, or one scope per vector):
+        one pass over each scope's matrix for the whole batch.
+
+        Example:
+            >>> import numpy as np
+            >>> store = MemoryVectorStore()
+            >>> store.add(["a", "b"], np.eye(2, dtype=np.float32),
+            ...           [{"scope": "s", "namespace": "default"}] * 2)
+            >>> [[m.id for m in found] for found in
+            ...  store.query_many(np.eye(2, dtype=np.float32), k=1, scope="s", now=0.0)]
+            [['a'], ['b']]
+        """
+        queries = _queries(vectors, k, scope, now)
         if k <= 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        norm = float(np.linalg.norm(query))
-        if norm > 0:
-            query = query / np.float32(norm)
+            return [[] for _ in queries]
+        self._combiner.run(queries)
+        return _answers(queries)
+
+    def _serve(self, batch: list[Query]) -> None:
         with self._lock:
-            partition = self._partitions.get(scope)
-            if partition is None:
-                return []
-            if query.shape[0] != partition.dim:
-                raise ConfigurationError(
-                    f"query dimension {query.shape[0]} does not match {partition.dim}",
-                    layer="semantic",
-                )
-            return partition.search(query, k, now)
+            for scope, queries in _by_scope(batch).items():
+                partition = self._partitions.get(scope)
+                if partition is not None:
+                    _search_partition(partition, queries)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove vectors by id; unknown ids are ignored."""

@@ -29,9 +29,18 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
 from agent_cache.stores import _vector_table as vt
 from agent_cache.stores.sqlite import SQLiteStore
-from agent_cache.vectors.memory import _Partition
+from agent_cache.vectors._search import Combiner, Query
+from agent_cache.vectors.memory import (
+    _answers,
+    _by_scope,
+    _Partition,
+    _queries,
+    _search_partition,
+)
 
 __all__ = ["SQLiteVectorStore"]
+
+_META_CHUNK = 500  # keys per metadata read (SQLite's bound on parameters)
 
 
 class SQLiteVectorStore:
@@ -59,6 +68,7 @@ class SQLiteVectorStore:
         else:
             self._store, self._owns_store = SQLiteStore(store), True
         self._lock = threading.RLock()
+        self._combiner = Combiner(self._serve)
         self._reset()
 
     def _reset(self) -> None:
@@ -107,30 +117,44 @@ class SQLiteVectorStore:
             vt.write_vector_rows(conn, rows)
 
     def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
-        """The ``k`` most similar unexpired vectors of ``scope``, best first."""
+        """The ``k`` most similar unexpired vectors of ``scope``, best first.
+
+        Concurrent calls share one refresh and one pass over the matrix
+        (:mod:`agent_cache.vectors._search`).
+        """
+        return self.query_many([vector], k=k, scope=scope, now=now)[0]
+
+    def query_many(
+        self,
+        vectors: Sequence[Vector] | Vector,
+        *,
+        k: int,
+        scope: str | Sequence[str],
+        now: float,
+    ) -> list[list[VectorMatch]]:
+        """:meth:`query` for many vectors at once (one scope, or one scope per vector):
+        one refresh, one pass over each scope's matrix and one metadata read for all."""
+        queries = _queries(vectors, k, scope, now)
         if k <= 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        norm = float(np.linalg.norm(query))
-        if norm > 0:
-            query = query / np.float32(norm)
+            return [[] for _ in queries]
+        self._combiner.run(queries)
+        return _answers(queries)
+
+    def _serve(self, batch: list[Query]) -> None:
         with self._lock:
             self.refresh()
-            partition = self._partitions.get(scope)
-            if partition is None:
-                return []
-            if query.shape[0] != partition.dim:
-                raise ConfigurationError(
-                    f"query dimension {query.shape[0]} does not match {partition.dim}",
-                    layer="semantic",
-                )
-            found = partition.search(query, k, now)
+            for scope, queries in _by_scope(batch).items():
+                partition = self._partitions.get(scope)
+                if partition is not None:
+                    _search_partition(partition, queries)
+        found = [m.id for q in batch for m in q.result]
         if not found:
-            return []
-        metas = self._metadata([m.id for m in found])
-        return [
-            VectorMatch(m.id, m.score, metas[m.id]) for m in found if m.id in metas
-        ]  # a row deleted since the refresh is left out
+            return
+        metas = self._metadata(list(dict.fromkeys(found)))
+        for query in batch:  # a row deleted since the refresh is left out
+            query.result = [
+                VectorMatch(m.id, m.score, dict(metas[m.id])) for m in query.result if m.id in metas
+            ]
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove vectors by id; unknown ids are ignored."""
@@ -254,9 +278,12 @@ class SQLiteVectorStore:
             del self._partitions[scope]
 
     def _metadata(self, keys: Sequence[str]) -> dict[str, dict[str, MetaValue]]:
-        marks = ",".join("?" * len(keys))
+        rows: list[tuple[str, str]] = []
         with self._store.snapshot("vector query") as conn:
-            rows = conn.execute(
-                f"SELECT key, meta FROM vectors WHERE key IN ({marks})", list(keys)
-            ).fetchall()
+            for start in range(0, len(keys), _META_CHUNK):
+                chunk = list(keys[start : start + _META_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                rows += conn.execute(
+                    f"SELECT key, meta FROM vectors WHERE key IN ({marks})", chunk
+                ).fetchall()
         return {str(key): dict(json.loads(meta)) for key, meta in rows}
