@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,19 @@ class Reader:
         self._stats = stats
         self._rng = rng
         self._failed = failed
+        self._identity: tuple[object, str] | None = None  # (embedder, its identity)
+
+    def vector_scope(self, keys: rq.Keys, vector: Any) -> str:
+        """The scope ``vector`` (made by this cache's embedder) is stored and searched
+        under: the entry scope and the embedder's identity and dimension, so a model never
+        compares its queries with another model's vectors (filtered inside the k-NN)."""
+        embedder = self._b.embedder
+        known = self._identity
+        if known is None or known[0] is not embedder:
+            from agent_cache.embedders import embedder_identity
+
+            known = self._identity = (embedder, embedder_identity(embedder))
+        return keys.vector_scope(rq.embedder_tag(known[1], int(np.shape(vector)[-1])))
 
     def semantic_on(self, req: rq.Request) -> bool:
         """Whether the request may use the semantic layer (and its answer is embedded)."""
@@ -133,11 +147,12 @@ class Reader:
     # ------------------------------------------------------------------ semantic layer
     def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[Outcome]:
         vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+        scope = self.vector_scope(keys, vectors[0])
         matches: list[VectorMatch] = yield Op(
             self._b.vectors,
             "query",
             (vectors[0],),
-            {"k": self._s.top_k, "scope": keys.scope, "now": now},
+            {"k": self._s.top_k, "scope": scope, "now": now},
         )
         verdicts = yield from self.verdicts_flow(req, matches)
         refused = None
@@ -201,7 +216,11 @@ class Reader:
                 self._b.vectors,
                 "query",
                 (vectors[0],),
-                {"k": self._s.top_k, "scope": keys.scope, "now": self._s.clock()},
+                {
+                    "k": self._s.top_k,
+                    "scope": self.vector_scope(keys, vectors[0]),
+                    "now": self._s.clock(),
+                },
             )
         return (yield from self.verdicts_flow(req, matches))
 

@@ -12,7 +12,17 @@ from typing import Any
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
 
-__all__ = ["Keys", "Request", "decode_record", "encode_record", "prepare", "version_counter"]
+__all__ = [
+    "Keys",
+    "Request",
+    "decode_record",
+    "embedder_tag",
+    "encode_record",
+    "entry_scope",
+    "prepare",
+    "vector_scope",
+    "version_counter",
+]
 
 MAX_PROMPT_BYTES = 1_000_000
 #: The deepest nesting of lists/objects a stored answer (or a context) may have: deeper
@@ -45,9 +55,17 @@ class Keys:
         return self.template or self.exact
 
     @property
-    def scope(self) -> str:
-        """The semantic layer's filter; hashed only when the semantic path needs it."""
+    def entry_scope(self) -> str:
+        """What an answer depends on besides the question (namespace, version, model,
+        template version, context), hashed; hashed only when the semantic path needs it.
+
+        Not the vector filter by itself: see :meth:`vector_scope`.
+        """
         return _scope(self._base)
+
+    def vector_scope(self, embedder: str) -> str:
+        """The semantic layer's filter: the entry scope and an :func:`embedder_tag`."""
+        return vector_scope(self.entry_scope, embedder)
 
 
 def version_counter(namespace: str) -> str:
@@ -167,6 +185,37 @@ def _llm_hash(llm_string: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def _scope(base: tuple[str, ...]) -> str:
     return digest("scope", *base)[:40]
+
+
+#: Bumped if what an embedder tag hashes changes, so old tags never match new ones.
+_TAG_FORMAT = "embedder-1"
+
+
+@functools.lru_cache(maxsize=256)
+def embedder_tag(identity: str, dimension: int) -> str:
+    """The vector space an embedding lives in: the embedder's identity (see
+    :func:`agent_cache.embedders.embedder_identity`) and the vector's dimension, hashed.
+
+    Every stored vector and every query is L2-normalized (the
+    :class:`~agent_cache.protocols.Embedder` contract, enforced by the stores), so
+    normalization is one fixed convention, named in ``_TAG_FORMAT``. Only vectors with
+    the same tag are ever compared: two models' cosines mean nothing.
+    """
+    return digest(_TAG_FORMAT, identity, str(int(dimension)))[:16]
+
+
+def vector_scope(entry: str, embedder: str) -> str:
+    """The scope vectors are stored under and searched in: ``"<entry scope>.<tag>"``.
+
+    The entry scope stays readable in front (:func:`entry_scope`), so an export can be
+    re-embedded by another embedder into the same entry scope.
+    """
+    return f"{entry}.{embedder}"
+
+
+def entry_scope(scope: str) -> str:
+    """The entry scope of a vector scope (a scope without a tag is returned as is)."""
+    return scope.partition(".")[0]
 
 
 def keys_for(req: Request, version: int) -> Keys:

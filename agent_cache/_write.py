@@ -4,6 +4,10 @@ invalidation.
 A write puts the record in the exact layer and, when the request may use the semantic
 layer, the question's vector in the vector store: in one transaction when both live in
 the same SQLite database (the embedding is computed first), else one after the other.
+The vector's id is the entry's key and its scope names the embedder (see
+:meth:`Reader.vector_scope`): caches with different embedders that store one entry
+leave its vector in the scope of the last to write it, and every delete by key reaches
+it whichever embedder wrote it.
 Every write then applies the namespace's quota, runs a bounded housekeeping pass now and
 then, and hands the answer to the judge when a semantic candidate for the same query was
 withheld (shadow, audit, exploration). :meth:`Writer.store_many_flow` does the same for
@@ -116,11 +120,11 @@ class Writer:
         return record, expires
 
     def _vector_meta(
-        self, req: rq.Request, keys: rq.Keys, now: float, expires: float | None
+        self, req: rq.Request, keys: rq.Keys, vector: Any, now: float, expires: float | None
     ) -> dict[str, MetaValue]:
         sem_expires = self._s.ttl_policy.semantic_expires_at(now, expires)
         return {
-            "scope": keys.scope,
+            "scope": self._reader.vector_scope(keys, vector),
             "namespace": req.namespace,
             "key": keys.primary,
             "text": req.prompt[:2000],
@@ -155,11 +159,11 @@ class Writer:
                 self._failed(exc, "embedding")
             else:
                 write["vector"] = vectors[0]
-                write["vector_meta"] = self._vector_meta(req, keys, now, expires)
+                write["vector_meta"] = self._vector_meta(req, keys, vectors[0], now, expires)
         yield Op(kv, "set", (keys.primary, record), write)
         if embedded and not joint:
             vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
-            meta = self._vector_meta(req, keys, now, expires)
+            meta = self._vector_meta(req, keys, vectors[0], now, expires)
             yield Op(self._b.vectors, "add", ([keys.primary], vectors[:1], [meta]))
         yield from self._after_write_flow(req.namespace, now)
         yield from self._trust.judge_flow(keys.exact, response)
@@ -202,7 +206,8 @@ class Writer:
                     "now": now,
                 }
                 if self._reader.semantic_on(req):
-                    vector, meta = next(embedded), self._vector_meta(req, keys, now, expires)
+                    vector = next(embedded)
+                    meta = self._vector_meta(req, keys, vector, now, expires)
                     if joint:
                         write.update(vector=vector, vector_meta=meta)
                     else:

@@ -31,6 +31,7 @@ __all__ = [
     "MemoEmbedder",
     "SentenceTransformerEmbedder",
     "embedder_from",
+    "embedder_identity",
     "resolve_model_path",
 ]
 
@@ -412,6 +413,46 @@ class FrameworkEmbedder:
         if first:
             warnings.warn(message, RuntimeWarning, stacklevel=3)
         return BackendError(message, layer="semantic")
+
+
+def embedder_identity(embedder: Embedder) -> str:
+    """Which model made an embedder's vectors: the semantic layer compares a query only
+    with vectors of the same identity (and dimension), never with another model's.
+
+    - An embedder's own ``identity`` attribute (a non-empty str) wins: set it when two
+      objects with one ``name`` make different vectors, or two names the same ones.
+    - Wrappers that do not change the vectors (:class:`MemoEmbedder`,
+      :class:`~agent_cache.batching.MicroBatcher`) have their inner embedder's identity.
+    - Otherwise the ``name``, with the default model's aliases as one name. The runtime
+      is not part of it: torch and ONNX Runtime fp32 give the same vectors (cosine
+      1.00000), so ``"torch:..."``, ``"onnx:..."`` and ``"auto"`` (whichever of the two
+      it ends up running) share their entries. ONNX int8 does not: its rows agree with
+      fp32 only to cosine ≥ 0.983, and mixing the two in one search would put three
+      kinds of similarity (int8-int8, fp32-fp32, mixed) under one threshold calibrated
+      on one of them (see :func:`embedder_from`: opt in, then re-calibrate). Moving a
+      deployment to int8 re-embeds its entries with ``agent-cache export`` /
+      ``warmup``; exact repeats hit all along.
+
+    Example:
+        >>> embedder_identity(embedder_from("onnx:all-MiniLM-L6-v2"))
+        'sentence-transformers/all-MiniLM-L6-v2'
+        >>> embedder_identity(embedder_from("onnx-int8:all-MiniLM-L6-v2"))
+        'sentence-transformers/all-MiniLM-L6-v2 (onnx-int8)'
+    """
+    from agent_cache.batching import MicroBatcher
+    from agent_cache.onnx_embedder import OnnxEmbedder
+
+    own = getattr(embedder, "identity", None)
+    if isinstance(own, str) and own:
+        return own
+    if isinstance(embedder, MemoEmbedder | MicroBatcher):
+        return embedder_identity(embedder.inner)
+    name = str(embedder.name)
+    if name in _DEFAULT_ALIASES:
+        name = DEFAULT_EMBEDDER
+    if isinstance(embedder, OnnxEmbedder) and embedder.precision == "int8":
+        return f"{name} (onnx-int8)"
+    return name
 
 
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")

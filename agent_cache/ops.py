@@ -11,11 +11,14 @@ An export is JSON lines, one live entry each::
      "expires_at": 1767225600.0 | null, "created": ..., "tier": ..., "tokens": ...,
      "version": 0, "scope": "..." | null, "vector_expires_at": ... | null}
 
-``scope`` is the entry's semantic scope (model identity, template version, context,
-hashed; ``null``: it had no vector) and ``version`` its namespace's version counter:
+``scope`` is the entry's vector scope (``"<entry scope>.<embedder tag>"``: namespace,
+version, LLM, template version and context, hashed, then the embedder's identity and
+dimension; ``null``: it had no vector) and ``version`` its namespace's version counter:
 :func:`restore_entries` writes each entry under its own key and re-embeds its prompt
-into that scope, so the restored entries hit for the same prompts, exactly and
-semantically, on any backend.
+with the restoring cache's embedder into the same entry scope under that embedder's tag,
+so the restored entries hit for the same prompts, exactly and semantically, on any
+backend and with any embedder (a line without a tag, from an older export, is placed
+the same way).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from agent_cache import _request as rq
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
@@ -317,10 +322,13 @@ def restore_entries(
     progress: Callable[[int], None] | None = None,
 ) -> RestoreReport:
     """Write exported entries (``(where, row)`` pairs) under their own keys, tags and
-    expiry, with their prompts re-embedded into their scopes; entries already present
-    are skipped (a resumed load), entries expired since the export are left out. A
-    namespace's version counter is raised to the exported one, so the keys hit.
+    expiry, with their prompts re-embedded into their scopes (by this cache's embedder,
+    under its tag: see the module docstring); entries already present are skipped (a
+    resumed load), entries expired since the export are left out. A namespace's version
+    counter is raised to the exported one, so the keys hit.
     """
+    from agent_cache.embedders import embedder_identity
+
     kv, vectors = cache.kv_store, cache.vector_store
     joint = _joint(kv, vectors)
     checked = [_checked(row, where) for where, row in rows]
@@ -342,6 +350,7 @@ def restore_entries(
         embedded: Iterator[Any] = iter(
             cache.embedder.embed([r["prompt"] for r in semantic]) if semantic else []
         )
+        identity = embedder_identity(cache.embedder) if semantic else ""
         ids: list[str] = []
         vecs: list[Any] = []
         metas: list[dict[str, MetaValue]] = []
@@ -361,14 +370,15 @@ def restore_entries(
             write: dict[str, Any] = {}
             if row["scope"] is not None:
                 vx = row["vector_expires_at"]
+                vector = next(embedded)
+                tag = rq.embedder_tag(identity, int(np.shape(vector)[-1]))
                 meta: dict[str, MetaValue] = {
-                    "scope": row["scope"],
+                    "scope": rq.vector_scope(rq.entry_scope(row["scope"]), tag),
                     "namespace": ns,
                     "key": row["key"],
                     "text": row["prompt"][:2000],
                     "expires_at": rq.NO_EXPIRY if vx is None else vx,
                 }
-                vector = next(embedded)
                 if joint:
                     write = {"vector": vector, "vector_meta": meta}
                 else:

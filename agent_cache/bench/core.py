@@ -415,7 +415,8 @@ def _scope_of(cache: LayeredCache, llm_string: str = "", namespace: str = "defau
     """The scope the cache filters its vector search by (context None, no template)."""
     req = cache._prepare("scope probe", llm_string, namespace, None, "")
     version = cache.kv_store.get_counter(rq.version_counter(namespace))
-    return rq.keys_for(req, version).scope
+    vector = cache.embedder.embed([req.prompt])[0]  # the scope names the embedder too
+    return cache._reader.vector_scope(rq.keys_for(req, version), vector)
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

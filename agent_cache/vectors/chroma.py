@@ -30,6 +30,7 @@ __all__ = ["ChromaVectorStore"]
 NEVER = 1e18
 _PAGE = 1000
 _COLLECTION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9._-]{1,510})[a-zA-Z0-9]")
+_DIMENSION_MISMATCH = re.compile(r"dimension of \d+, got \d+", re.IGNORECASE)
 
 
 def _import_chromadb() -> Any:
@@ -243,9 +244,21 @@ class ChromaVectorStore:
             return self._collection
 
     def _fail(self, action: str, exc: Exception) -> BackendError:
-        return BackendError(
-            f"Chroma {action} failed: {exc}", layer="semantic", endpoint=self.url or self.path
+        mismatch = _DIMENSION_MISMATCH.search(str(exc)) is not None
+        hint = (
+            "; a collection holds vectors of one dimension: a cache whose embedder has "
+            "another needs its own prefix"
+            if mismatch
+            else ""
         )
+        error = BackendError(
+            f"Chroma {action} failed: {exc}{hint}",
+            layer="semantic",
+            endpoint=self.url or self.path,
+        )
+        if mismatch:  # the server answered: it is up, the breaker must not open
+            error.answered = True  # type: ignore[attr-defined]
+        return error
 
     def _run(self, action: str, fn: Any) -> Any:
         """``fn(collection)``; a collection that disappeared is re-created once."""

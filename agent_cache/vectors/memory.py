@@ -274,17 +274,18 @@ class MemoryVectorStore:
         self._lock = threading.RLock()
         self._partitions: dict[str, _Partition] = {}
         self._scope_of: dict[str, str] = {}
-        self._dim: int | None = None
         self._combiner = Combiner(self._serve)
 
-    def _check_dim(self, dim: int) -> None:
-        if self._dim is None:
-            self._dim = dim
-        elif dim != self._dim:
-            raise ConfigurationError(
-                f"vector dimension {dim} does not match the store's dimension {self._dim}",
-                layer="semantic",
-            )
+    def _check_dim(self, dim: int, scopes: set[str]) -> None:
+        """One dimension per scope; scopes of other embedders may have others."""
+        for scope in scopes:
+            partition = self._partitions.get(scope)
+            if partition is not None and partition.dim != dim:
+                raise ConfigurationError(
+                    f"vector dimension {dim} does not match the dimension {partition.dim} "
+                    f"of scope {scope!r}",
+                    layer="semantic",
+                )
 
     def add(
         self,
@@ -312,7 +313,7 @@ class MemoryVectorStore:
             _expiry(meta)
             metas.append(dict(meta))
         with self._lock:
-            self._check_dim(matrix.shape[1])
+            self._check_dim(matrix.shape[1], {str(meta["scope"]) for meta in metas})
             for id_, vector, meta in zip(ids, matrix, metas, strict=True):
                 scope = str(meta["scope"])
                 previous = self._scope_of.get(id_)
@@ -381,7 +382,6 @@ class MemoryVectorStore:
             if namespace is None:
                 self._partitions.clear()
                 self._scope_of.clear()
-                self._dim = None
                 return
             doomed = [
                 id_

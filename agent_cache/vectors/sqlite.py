@@ -74,7 +74,6 @@ class SQLiteVectorStore:
     def _reset(self) -> None:
         self._partitions: dict[str, _Partition] = {}
         self._scope_of: dict[str, str] = {}
-        self._dim: int | None = None
         self._seq = -1  # last change-log sequence applied; -1: never loaded
         self._epoch = -1
 
@@ -255,14 +254,13 @@ class SQLiteVectorStore:
 
     def _put(self, key: str, scope: str, expires: float, blob: bytes) -> None:
         vector: npt.NDArray[np.float32] = np.frombuffer(blob, dtype="<f4")
-        if self._dim is None:
-            self._dim = vector.shape[0]
-        elif vector.shape[0] != self._dim:
-            return  # a vector of another embedder: never comparable, never served
         previous = self._scope_of.get(key)
         if previous is not None and previous != scope:
             self._remove(key)
         partition = self._partitions.get(scope)
+        if partition is not None and partition.dim != vector.shape[0]:
+            self._remove(key)  # another dimension in one scope (an untagged, older
+            return  # file): never comparable, never served; other scopes have their own
         if partition is None:
             partition = self._partitions[scope] = _Partition(vector.shape[0])
         partition.put(key, vector, {"expires_at": expires})

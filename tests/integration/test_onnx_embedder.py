@@ -88,3 +88,25 @@ def test_the_default_embedder_is_onnx_fp32(onnx_dir: Path, monkeypatch: pytest.M
     built = embedder_from("sentence-transformers/all-MiniLM-L6-v2")
     model = built.inner.inner  # type: ignore[attr-defined]
     assert isinstance(model, OnnxEmbedder) and model.precision == "fp32"
+
+
+def test_torch_and_onnx_fp32_share_entries_int8_has_its_own(
+    onnx_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One folder, the same model on three runtimes: torch and ONNX fp32 make the same
+    vectors, so they search each other's; int8 is another embedder identity (its own
+    semantic scope), while every exact repeat hits across all three."""
+    monkeypatch.setenv("AGENT_CACHE_ONNX_DIR", str(onnx_dir))
+    question, paraphrase = "How do I reset my password?", "how can I reset my password"
+    with LayeredCache(path=tmp_path, embedder="torch:all-MiniLM-L6-v2") as torch_cache:
+        torch_cache.store(question, "Settings > Security")
+    with LayeredCache(path=tmp_path, embedder="onnx:all-MiniLM-L6-v2") as fp32:
+        hit = fp32.lookup(paraphrase)
+        assert hit is not None and hit.layer == "semantic" and hit.response == "Settings > Security"
+    with LayeredCache(path=tmp_path, embedder="onnx-int8:all-MiniLM-L6-v2") as int8:
+        assert int8.lookup(paraphrase) is None
+        exact = int8.lookup(question)
+        assert exact is not None and exact.layer == "exact"
+        int8.store("How do I delete my account?", "Settings > Account")
+        own = int8.lookup("how can I delete my account")
+        assert own is not None and own.layer == "semantic"

@@ -49,7 +49,7 @@ def test_key_changes_with_every_field_that_changes_the_answer() -> None:
     assert keys_for(_req("what is rag", llm_string="other"), 0).exact != base.exact
     assert keys_for(_req("what is rag", template_version="v2"), 0).exact != base.exact
     assert keys_for(_req("what is rag", context="doc 1"), 0).exact != base.exact
-    assert keys_for(_req("what is rag", context="doc 1"), 0).scope != base.scope
+    assert keys_for(_req("what is rag", context="doc 1"), 0).entry_scope != base.entry_scope
 
 
 def test_case_matters_when_casefold_is_off() -> None:
