@@ -159,3 +159,37 @@ def test_lc_tool_entry_it_cannot_read_is_evicted_and_recomputed() -> None:
     assert cache.stats().counters["decode_errors"] == 1
     hit = cache.lookup(key, "tool:weather@", "tools", verbatim=True)
     assert hit is not None and hit.response == "sunny in Oslo"
+
+
+# ---------------------------------------------------------------- LlamaIndex CachedLLM
+def _rewrite_entry(cache: LayeredCache, key: str, response: Any) -> None:
+    """Overwrite a stored entry's payload in place (another writer's format)."""
+    import json
+
+    kv = cache.kv_store
+    raw = kv.get(key, time.time())
+    assert raw is not None
+    record = json.loads(raw)
+    record["r"] = response
+    kv.set(key, json.dumps(record), namespace="default", expires_at=None, now=time.time())
+
+
+def test_li_llm_entry_it_cannot_read_is_evicted_and_recomputed() -> None:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.llms.agent_cache import CachedLLM
+    from test_li_llm import CountingLLM
+
+    cache = _cache()
+    inner = CountingLLM()
+    llm = CachedLLM(llm=inner, cache=cache)
+    question = [ChatMessage(role="user", content="How do I reset my password?")]
+    llm.chat(question)
+    hit = llm.chat(question)
+    key = hit.additional_kwargs["agent_cache"]["key"]
+    _rewrite_entry(cache, key, {"kind": "completion", "text": "not a chat answer"})
+    fresh = llm.chat(question)  # evicted, the model called, the answer stored again
+    assert fresh.additional_kwargs["agent_cache"] == {"hit": False}
+    assert cache.stats().counters["decode_errors"] == 1
+    again = llm.chat(question)
+    assert again.additional_kwargs["agent_cache"]["hit"] is True
+    assert inner.calls == {"chat": 2}
