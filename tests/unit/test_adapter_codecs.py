@@ -193,3 +193,18 @@ def test_li_llm_entry_it_cannot_read_is_evicted_and_recomputed() -> None:
     again = llm.chat(question)
     assert again.additional_kwargs["agent_cache"]["hit"] is True
     assert inner.calls == {"chat": 2}
+
+
+def test_the_adapters_bypass_reasons_are_in_the_public_error_tree() -> None:
+    """No private signal exceptions: what makes a call bypass the cache is a
+    ``ConfigurationError`` (bad input for a key), what cannot be stored a
+    ``SerializationError`` that the adapters turn into ``NOT_STORED``."""
+    from langchain_agent_cache._codec import Uncacheable as LcUncacheable
+    from llama_index.llms.agent_cache._codec import Unkeyable
+    from llama_index.llms.agent_cache.question import Uncacheable
+
+    from agent_cache import ConfigurationError, SerializationError
+
+    assert issubclass(Unkeyable, ConfigurationError)
+    assert issubclass(Uncacheable, ConfigurationError)
+    assert issubclass(LcUncacheable, SerializationError)

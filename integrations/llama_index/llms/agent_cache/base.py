@@ -45,7 +45,7 @@ from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 from llama_index.llms.agent_cache import _codec, _marker, _structured
 from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
-from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
+from llama_index.llms.agent_cache.question import QuestionExtractor, Scope
 
 from agent_cache import (
     NOT_STORED,
@@ -268,7 +268,7 @@ class CachedLLM(FunctionCallingLLM):
                 scope = self._extractor.scope_messages(messages, hint)
             else:
                 scope = self._extractor.scope_prompt(prompt or "", hint)
-        except (_codec.Unkeyable, Uncacheable, ConfigurationError) as exc:
+        except ConfigurationError as exc:  # Unkeyable kwargs, no text to key on, bad input
             log.debug("agent-cache: %s call bypasses the cache: %s", api, exc)
             return None
         return _Call(scope, identity)
