@@ -5,6 +5,7 @@ Core; never imports LangChain or LlamaIndex.
 
 from __future__ import annotations
 
+from agent_cache._fetch import NOT_STORED
 from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, Fetched, LayeredCache
 from agent_cache.errors import (
     AgentCacheError,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "NOT_STORED",
     "AgentCacheError",
     "BackendError",
     "CacheHit",

@@ -9,6 +9,13 @@ One flow (:mod:`agent_cache._flow`) for the sync and async twins. On a miss:
    namespace's fallback), calls ``compute``, records it and stores the answer (unless
    ``no_store``, not cacheable, or a refusal kept as a negative entry).
 
+With a codec (``encode``/``decode``, what the framework adapters pass) the value a caller
+gets is the framework object: ``encode(value)`` is the JSON payload written back (or
+:data:`NOT_STORED`: returned, not stored), ``decode(payload)`` rebuilds the object from a
+hit. A payload ``decode`` rejects is an incompatible entry: evicted, then computed. An
+``encode`` that raises costs the write, never the paid answer. Coalesced callers share the
+leader's value, not its payload.
+
 A hit about to expire (``refresh_ahead``) is served and refreshed in the background by
 one caller in the deployment (a daemon thread for the sync path, a task for the async
 one). The request is prepared once (:class:`Plan`) and used by every step.
@@ -17,12 +24,13 @@ one). The request is prepared once (:class:`Plan`) and used by every step.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from agent_cache import _request as rq
 from agent_cache import tracing
@@ -41,10 +49,32 @@ from agent_cache.savings import usage_from
 from agent_cache.singleflight import SingleFlight
 from agent_cache.stats import StatsRecorder
 
-__all__ = ["Compute", "Fetcher", "Plan"]
+__all__ = ["NOT_STORED", "Codec", "Compute", "Fetcher", "NotStored", "Plan"]
 
 log = logging.getLogger("agent_cache")
 T = TypeVar("T")
+
+
+class NotStored(enum.Enum):
+    """The type of :data:`NOT_STORED` (one member, so that ``is`` tests are typed)."""
+
+    NOT_STORED = "NOT_STORED"
+
+    def __repr__(self) -> str:
+        return "agent_cache.NOT_STORED"
+
+
+#: What an ``encode`` returns for a value to hand back without storing it (an error
+#: output, an empty answer, an object with no faithful JSON form).
+NOT_STORED: Final[Literal[NotStored.NOT_STORED]] = NotStored.NOT_STORED
+
+
+@dataclass(frozen=True)
+class Codec:
+    """Between a caller's objects and the stored JSON payloads (identity when unset)."""
+
+    encode: Callable[[Any], Any] | None = None
+    decode: Callable[[Any], Any] | None = None
 
 
 class Compute:
@@ -72,6 +102,7 @@ class Plan:
     ttl: float | None
     tags: tuple[str, ...]
     tokens: Any
+    codec: Codec = Codec()
 
     @classmethod
     def of(
@@ -84,10 +115,16 @@ class Plan:
         ttl: Any,
         tags: Iterable[str],
         tokens: Any,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Plan:
         """Check the write arguments before the model is paid."""
         tag_list, ttl_s = rq.check_tags(tags), rq.check_ttl(ttl)
-        return cls(req, Compute(compute), llm_string, policy, ttl_s, tag_list, tokens)
+        for name, fn in (("encode", encode), ("decode", decode)):
+            if fn is not None and not callable(fn):
+                raise ConfigurationError(f"{name} must be callable, not {type(fn).__name__}")
+        codec = Codec(encode, decode)
+        return cls(req, Compute(compute), llm_string, policy, ttl_s, tag_list, tokens, codec)
 
     @property
     def flight_key(self) -> str:
@@ -159,10 +196,13 @@ class Fetcher:
         req = plan.req
         hit = yield from self._reader.read_flow(req, plan.policy, plan.llm_string)
         if hit is not None:
-            lease = yield Op(self, "claim_refresh", (hit, plan.flight_key))
-            if lease is not None:
-                yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
-            return Fetched(hit.response, hit)
+            ok, value = self._decoded(plan, hit)
+            if ok:
+                lease = yield Op(self, "claim_refresh", (hit, plan.flight_key))
+                if lease is not None:
+                    yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
+                return Fetched(value, hit)
+            yield from self._evict_flow(hit)
         found, negative = self._negative_hit(plan.flight_key)
         if found:
             return Fetched(negative)
@@ -184,9 +224,12 @@ class Fetcher:
             on_timeout=lambda: self._stats.incr("lock_timeouts", namespace=ns),
         )
         if hit is not None:
-            yield Op(lease, "release")
-            self._stats.incr("coalesced", namespace=ns)
-            return Fetched(hit.response, hit)
+            ok, value = self._decoded(plan, hit)
+            if ok:
+                yield Op(lease, "release")
+                self._stats.incr("coalesced", namespace=ns)
+                return Fetched(value, hit)
+            yield from self._evict_flow(hit)
         try:
             with lease.renewing():
                 value = yield from self._compute_flow(plan)
@@ -200,7 +243,7 @@ class Fetcher:
         ticket = yield from self.gate.admit_flow()
         try:
             if not ticket.ok:
-                return self._overloaded(ns)
+                return self._overloaded(ns, plan.codec.decode)
             started = time.perf_counter()
             with tracing.span("model_call", namespace=ns):
                 value = yield Op(plan.compute, "call")
@@ -208,11 +251,14 @@ class Fetcher:
             if ticket.token:
                 yield Op(self.gate, "release", (ticket,))
         n = self._model_called(ns, started, value, plan.tokens)
-        refused = self._remember_negative(plan.flight_key, value)
-        if plan.policy != "no_store" and is_cacheable(value) and not refused:
+        payload = self._encoded(plan, value)
+        if payload is NOT_STORED:
+            return value
+        refused = self._remember_negative(plan.flight_key, payload, value)
+        if plan.policy != "no_store" and is_cacheable(payload) and not refused:
             try:
                 yield from self._writer.store_flow(
-                    plan.req, value, ttl=plan.ttl, tags=plan.tags, tokens=n
+                    plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n
                 )
             except AgentCacheError as exc:  # the paid answer is returned all the same
                 self._stats.incr("errors")
@@ -220,6 +266,47 @@ class Fetcher:
                     "agent-cache could not store a computed answer (returned anyway): %s", exc
                 )
         return value
+
+    # ------------------------------------------------------------------ the codec
+    def _encoded(self, plan: Plan, value: Any) -> Any:
+        """The payload to store for a computed value, or :data:`NOT_STORED`."""
+        encode = plan.codec.encode
+        if encode is None:
+            return value
+        ns = plan.req.namespace
+        try:
+            payload = encode(value)
+        except Exception as exc:  # the paid answer is returned all the same
+            self._stats.incr("encode_errors", namespace=ns)
+            log.warning("agent-cache could not encode a computed answer (not stored): %r", exc)
+            return NOT_STORED
+        if payload is NOT_STORED:
+            self._stats.incr("not_stored", namespace=ns)
+        return payload
+
+    def _decoded(self, plan: Plan, hit: CacheHit) -> tuple[bool, Any]:
+        """``(True, value)`` for a hit the caller can use; ``(False, None)`` for a
+        payload ``decode`` rejects (an entry written by an incompatible writer)."""
+        decode = plan.codec.decode
+        if decode is None:
+            return True, hit.response
+        try:
+            return True, decode(hit.response)
+        except Exception as exc:
+            self._stats.incr("decode_errors", namespace=hit.namespace)
+            log.warning(
+                "agent-cache: undecodable entry %s evicted and recomputed: %r", hit.key, exc
+            )
+            return False, None
+
+    def _evict_flow(self, hit: CacheHit) -> Flow[None]:
+        """Remove an entry from every layer (its record and its vector)."""
+        try:
+            yield Op(self._b.vectors, "delete", ([hit.key],))
+            yield Op(self._b.kv, "delete", ([hit.key],))
+            self._stats.incr("evicted", namespace=hit.namespace)
+        except Exception as exc:  # a failing store is logged, never raised
+            self._failed(exc, "evict")
 
     def _model_called(self, namespace: str, started: float, value: Any, tokens: Any) -> Any:
         """Record a model call (latency, reported usage); returns the usage to store."""
@@ -233,18 +320,29 @@ class Fetcher:
         return n
 
     # ------------------------------------------------------------------ degradation
-    def _overloaded(self, namespace: str) -> Any:
+    def _overloaded(self, namespace: str, decode: Callable[[Any], Any] | None = None) -> Any:
+        """The namespace's fallback (a payload, decoded like a hit), or :class:`Overloaded`."""
         self._stats.incr("overloaded")
-        if namespace in self._s.fallbacks:
-            self._stats.incr("fallbacks")
-            return self._s.fallbacks[namespace]
         gate = self.gate
-        raise Overloaded(
+        why = (
             f"no model call slot within {gate.wait} s (max_model_calls="
             f"{gate.limit}, shared_model_calls={gate.shared_limit}, "
-            f"model_queue={gate.queue}) and no fallback for {namespace!r}",
-            layer="model",
+            f"model_queue={gate.queue})"
         )
+        if namespace not in self._s.fallbacks:
+            raise Overloaded(f"{why} and no fallback for {namespace!r}", layer="model")
+        self._stats.incr("fallbacks")
+        fallback = self._s.fallbacks[namespace]
+        if decode is None:
+            return fallback
+        try:
+            return decode(fallback)
+        except Exception as exc:
+            self._stats.incr("decode_errors", namespace=namespace)
+            raise Overloaded(
+                f"{why} and the fallback for {namespace!r} does not decode: {exc!r}",
+                layer="model",
+            ) from exc
 
     def _negative_hit(self, flight_key: str) -> tuple[bool, Any]:
         if self.negative is None:
@@ -254,10 +352,11 @@ class Fetcher:
             self._stats.incr("negative_hits")
         return found, value
 
-    def _remember_negative(self, flight_key: str, value: Any) -> bool:
-        """With ``negative_ttl``: keep an empty or refused answer for a few seconds
-        (instead of storing it for the entry's TTL); True when it was one."""
-        if self.negative is not None and looks_refused(value):
+    def _remember_negative(self, flight_key: str, payload: Any, value: Any) -> bool:
+        """With ``negative_ttl``: keep an empty or refused answer (judged by its
+        ``payload``) for a few seconds instead of storing it for the entry's TTL; True
+        when it was one. The caller's ``value`` is what later callers get."""
+        if self.negative is not None and looks_refused(payload):
             self.negative.put(flight_key, value)
             return True
         return False

@@ -495,6 +495,8 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Return the cached answer, or compute it once for all concurrent callers.
 
@@ -507,14 +509,40 @@ class LayeredCache:
         of the computed value (e.g. its usage); ``verbatim`` as in
         :meth:`lookup`.
 
+        ``encode``/``decode`` put a codec between the caller's objects and the stored
+        JSON (what the framework adapters stand on): on a miss the computed value is
+        returned as is and ``encode(value)`` is the payload stored, or
+        :data:`agent_cache.NOT_STORED` to return it without storing it (counted in
+        ``stats().counters["not_stored"]``); an ``encode`` that raises is counted
+        (``encode_errors``) and the value still returned. On a hit ``decode(payload)``
+        rebuilds the object; a ``decode`` that raises marks an incompatible entry, which
+        is counted (``decode_errors``), evicted and computed again, never raised.
+        Concurrent identical misses all get the leader's value, not its payload.
+
         Raises:
-            ConfigurationError: bad prompt, ``ttl`` or ``tags``, before ``compute`` runs.
+            ConfigurationError: bad prompt, ``ttl``, ``tags``, ``encode`` or ``decode``,
+                before ``compute`` runs.
 
         Example:
             >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
+            >>> answer = cache.get_or_compute(  # doctest: +SKIP
+            ...     "What is RAG?", lambda: chat(q),
+            ...     encode=lambda m: {"text": m.text} if m.text else NOT_STORED,
+            ...     decode=lambda p: Message(text=p["text"]),
+            ... )
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        plan = Plan.of(
+            req,
+            compute,
+            llm_string,
+            policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            encode=encode,
+            decode=decode,
+        )
         return run_sync(self._fetcher.fetch_flow(plan)).value
 
     def fetch(
@@ -531,19 +559,33 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Fetched:
         """:meth:`get_or_compute`, returning where the value came from as well.
 
         What the adapters stand on: a hit is marked (``hit.layer``, ``hit.score``) and
         reports no tokens; a computed value is the one miss the model was paid for;
-        a coalesced one (``hit is None and not computed``) cost nothing either.
+        a coalesced one (``hit is None and not computed``) cost nothing either. With
+        ``encode``/``decode`` (as in :meth:`get_or_compute`) ``value`` is the caller's
+        object and ``hit.response`` the stored payload it was decoded from.
 
         Example:
             >>> got = cache.fetch("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
             >>> got.value, got.hit.layer if got.hit else "miss"  # doctest: +SKIP
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        plan = Plan.of(
+            req,
+            compute,
+            llm_string,
+            policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            encode=encode,
+            decode=decode,
+        )
         return run_sync(self._fetcher.fetch_flow(plan))
 
     async def aget_or_compute(
@@ -560,10 +602,22 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        plan = Plan.of(
+            req,
+            compute,
+            llm_string,
+            policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            encode=encode,
+            decode=decode,
+        )
         return (await run_async(self._fetcher.fetch_flow(plan))).value
 
     async def afetch(
@@ -580,10 +634,22 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
         verbatim: bool = False,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Fetched:
         """Async twin of :meth:`fetch`; ``compute`` is an async function."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, compute, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        plan = Plan.of(
+            req,
+            compute,
+            llm_string,
+            policy,
+            ttl=ttl,
+            tags=tags,
+            tokens=tokens,
+            encode=encode,
+            decode=decode,
+        )
         return await run_async(self._fetcher.fetch_flow(plan))
 
     # ------------------------------------------------------------------ invalidation

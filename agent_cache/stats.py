@@ -36,7 +36,14 @@ HIT = "hit"
 _SAMPLES = 4096
 _EVENTS = 20_000
 _JUDGED = 20_000
-_SHOWN = ("coalesced", "lock_timeouts", "threshold_raised")
+_SHOWN = (
+    "coalesced",
+    "lock_timeouts",
+    "threshold_raised",
+    "not_stored",
+    "encode_errors",
+    "decode_errors",
+)
 # counters with a field of their own in CacheStats (not repeated under ``counters``)
 _OWN = {
     "lookups",
@@ -160,7 +167,8 @@ class CacheStats:
     measured from the usage the model reported, ``total`` reported unsplit,
     ``estimated`` from the answer's length when nothing was reported). ``control_group``
     puts the control group's latency and tokens per request beside the cached
-    traffic's. ``counters`` holds the rest (``coalesced``, ``lock_timeouts``, ...).
+    traffic's. ``counters`` holds the rest (``coalesced``, ``lock_timeouts``,
+    ``not_stored``, ``encode_errors``, ``decode_errors``, ...).
     """
 
     lookups: int
@@ -201,6 +209,11 @@ class CacheStats:
     @property
     def coalesced(self) -> int:
         return self.counters.get("coalesced", 0)
+
+    @property
+    def not_stored(self) -> int:
+        """Computed values an ``encode`` returned :data:`agent_cache.NOT_STORED` for."""
+        return self.counters.get("not_stored", 0)
 
     def as_dict(self) -> dict[str, Any]:
         """Everything but the timeline, JSON-serializable."""

@@ -70,8 +70,12 @@ class ToolCache:
         version: str = "",
         ttl: float | None = None,
         tags: tuple[str, ...] = (),
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """Return ``fn(**args)``, cached. Exceptions propagate and are never cached."""
+        """Return ``fn(**args)``, cached. Exceptions propagate and are never cached;
+        ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute` (the tool's
+        output object to its stored JSON, or ``NOT_STORED``, and back)."""
         return self.cache.get_or_compute(
             _canonical_args(args),
             lambda: fn(**args),
@@ -80,6 +84,8 @@ class ToolCache:
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
             verbatim=not self.normalize_args,
+            encode=encode,
+            decode=decode,
         )
 
     async def acall(
@@ -91,6 +97,8 @@ class ToolCache:
         version: str = "",
         ttl: float | None = None,
         tags: tuple[str, ...] = (),
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`call`."""
         return await self.cache.aget_or_compute(
@@ -101,6 +109,8 @@ class ToolCache:
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
             verbatim=not self.normalize_args,
+            encode=encode,
+            decode=decode,
         )
 
 
@@ -139,8 +149,11 @@ class StepCache:
         version: str = "",
         semantic: bool = False,
         ttl: float | None = None,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``."""
+        """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``;
+        ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute`."""
         return self.cache.get_or_compute(
             self._prompt(value, semantic),
             lambda: fn(value),
@@ -148,6 +161,8 @@ class StepCache:
             namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             verbatim=not semantic,
+            encode=encode,
+            decode=decode,
         )
 
     async def arun(
@@ -159,6 +174,8 @@ class StepCache:
         version: str = "",
         semantic: bool = False,
         ttl: float | None = None,
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`run`."""
         return await self.cache.aget_or_compute(
@@ -168,6 +185,8 @@ class StepCache:
             namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             verbatim=not semantic,
+            encode=encode,
+            decode=decode,
         )
 
     def cached(self, *, name: str, version: str = "", semantic: bool = False) -> Callable[[F], F]:

@@ -2,8 +2,8 @@
 
 Everything goes through ``langchain_core.load`` (``dumpd`` to write, ``load`` with an
 explicit allow-list to read) or plain JSON; never pickle. A value that cannot be written
-faithfully raises :class:`Uncacheable` so that the caller serves it without storing it,
-instead of storing a lossy copy.
+faithfully raises :class:`Uncacheable`; the adapters' ``encode`` turns that into
+``agent_cache.NOT_STORED`` (served, not stored) instead of storing a lossy copy.
 """
 
 from __future__ import annotations
@@ -68,12 +68,9 @@ VALUE_CLASSES: tuple[type[Serializable], ...] = (
 _MARK = "__agent_cache__"  # envelope key for values that are not plain JSON
 
 
-class Uncacheable(Exception):  # noqa: N818 - a signal, not an error the user sees
-    """A value that cannot be stored faithfully; carries it so it can still be served."""
-
-    def __init__(self, value: Any, reason: str) -> None:
-        super().__init__(reason)
-        self.value = value
+class Uncacheable(SerializationError):  # noqa: N818 - names the verdict, not a failure
+    """A value that cannot be stored faithfully (the encoders' error; never crosses the
+    core: the adapters answer ``NOT_STORED`` for it)."""
 
 
 def _load(data: Any, allowed: Iterable[type[Serializable]]) -> Any:
@@ -106,11 +103,11 @@ def _plain_models(value: Any) -> Any:
 def _dump(obj: Serializable) -> dict[str, Any]:
     data = dumpd(obj)
     if _has_not_implemented(data):
-        raise Uncacheable(obj, f"{type(obj).__name__} holds a value LangChain cannot serialize")
+        raise Uncacheable(f"{type(obj).__name__} holds a value LangChain cannot serialize")
     try:
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise Uncacheable(obj, f"{type(obj).__name__} is not JSON: {exc}") from exc
+        raise Uncacheable(f"{type(obj).__name__} is not JSON: {exc}") from exc
     return data  # type: ignore[no-any-return]
 
 
@@ -192,14 +189,14 @@ def encode_value(value: Any, models: Collection[type[BaseModel]] = ()) -> Any:
         return value
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise Uncacheable(value, "NaN and infinities are not JSON")
+            raise Uncacheable("NaN and infinities are not JSON")
         return value
     if isinstance(value, Serializable) and type(value) in VALUE_CLASSES:
         return {_MARK: "lc", "value": _dump(value)}
     if isinstance(value, BaseModel) and not isinstance(value, Serializable):
         cls = type(value)
         if cls not in models:
-            raise Uncacheable(value, f"{cls.__qualname__} is not an allowed output type")
+            raise Uncacheable(f"{cls.__qualname__} is not an allowed output type")
         return {
             _MARK: "model",
             "class": f"{cls.__module__}:{cls.__qualname__}",
@@ -211,9 +208,9 @@ def encode_value(value: Any, models: Collection[type[BaseModel]] = ()) -> Any:
         return [encode_value(v, models) for v in value]
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
         if _MARK in value:
-            raise Uncacheable(value, f"a dict holding the reserved key {_MARK!r}")
+            raise Uncacheable(f"a dict holding the reserved key {_MARK!r}")
         return {k: encode_value(v, models) for k, v in value.items()}
-    raise Uncacheable(value, f"{type(value).__name__} is not JSON-serializable")
+    raise Uncacheable(f"{type(value).__name__} is not JSON-serializable")
 
 
 def decode_value(data: Any, models: Iterable[type[BaseModel]] = ()) -> Any:

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, Generation
 
 from agent_cache import (
+    NOT_STORED,
     CacheHit,
     CachePolicy,
     ConfigurationError,
@@ -200,11 +201,28 @@ class AgentCache(BaseCache):
             generations = mark_hit(generations, hit)
         return CachedResult(generations, hit)
 
-    def _pick(self, hit: CacheHit, plan: _Plan) -> list[Generation] | None:
-        record = hit.response
+    @staticmethod
+    def _samples(record: Any, key: str | None = None) -> list[Any]:
         if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
-            raise SerializationError("not an LLM entry written by AgentCache", key=hit.key)
-        samples = record.get("samples") or [record["generations"]]
+            raise SerializationError("not an LLM entry written by AgentCache", key=key)
+        return list(record.get("samples") or [record["generations"]])
+
+    def _decode(self, record: Any) -> list[Generation]:
+        """A stored record as generations (raises on one this cache did not write: the
+        core then evicts it and calls the model)."""
+        return decode_generations(self._samples(record)[0])
+
+    def _encoder(self, plan: _Plan) -> Callable[[Sequence[Generation]], Any]:
+        """The record to store for a model call's generations, or ``NOT_STORED``."""
+
+        def encode(generations: Sequence[Generation]) -> Any:
+            record = self._record(generations, plan, None)
+            return NOT_STORED if record is None else record
+
+        return encode
+
+    def _pick(self, hit: CacheHit, plan: _Plan) -> list[Generation] | None:
+        samples = self._samples(hit.response, hit.key)
         if plan.mode != "n_samples":
             return decode_generations(samples[0])
         if len(samples) < self.n_samples:
@@ -283,18 +301,12 @@ class AgentCache(BaseCache):
             if policy != "no_store":
                 self.update(prompt, llm_string, generations)
             return FetchedResult(generations, None, True)
-        paid: list[list[Generation]] = []
-
-        def run() -> dict[str, Any] | None:
-            paid.append(list(compute()))
-            return self._record(paid[0], plan, None)  # None: not stored
-
         got = self.layered.fetch(
-            plan.question, run, plan.llm_string, self.namespace, context=plan.context,
-            policy=policy, ttl=self.ttl, tags=self.tags,
-            tokens=lambda _record: _tokens(paid[0]) if paid else None,
+            plan.question, lambda: list(compute()), plan.llm_string, self.namespace,
+            context=plan.context, policy=policy, ttl=self.ttl, tags=self.tags,
+            tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
         )  # fmt: skip
-        return self._fetched(got, plan, paid) or FetchedResult(list(compute()), None, True)
+        return self._fetched(got)
 
     async def afetch_result(
         self,
@@ -318,36 +330,26 @@ class AgentCache(BaseCache):
             if policy != "no_store":
                 await self.aupdate(prompt, llm_string, generations)
             return FetchedResult(generations, None, True)
-        paid: list[list[Generation]] = []
 
-        async def run() -> dict[str, Any] | None:
-            paid.append(list(await compute()))
-            return self._record(paid[0], plan, None)
+        async def run() -> list[Generation]:
+            return list(await compute())
 
         got = await self.layered.afetch(
-            plan.question, run, plan.llm_string, self.namespace, context=plan.context,
-            policy=policy, ttl=self.ttl, tags=self.tags,
-            tokens=lambda _record: _tokens(paid[0]) if paid else None,
+            plan.question, run, plan.llm_string, self.namespace,
+            context=plan.context, policy=policy, ttl=self.ttl, tags=self.tags,
+            tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
         )  # fmt: skip
-        return self._fetched(got, plan, paid) or FetchedResult(list(await compute()), None, True)
+        return self._fetched(got)
 
-    def _fetched(
-        self, got: Fetched, plan: _Plan, paid: list[list[Generation]]
-    ) -> FetchedResult | None:
-        """The generations for a core outcome; ``None``: the model must be called here
-        (an unreadable entry, or a concurrent call whose answer was not stored)."""
-        if got.computed and paid:
-            return FetchedResult(paid[0], None, True)
+    def _fetched(self, got: Fetched) -> FetchedResult:
+        """The generations for a core outcome, marked where they were not computed here
+        (a hit, or a concurrent identical call's answer)."""
+        generations: list[Generation] = got.value
+        if got.computed:
+            return FetchedResult(generations, None, True)
         if got.hit is not None:
-            found = self._result(got.hit, plan)
-            return None if found is None else FetchedResult(found.generations, got.hit, False)
-        record = got.value
-        if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
-            return None
-        try:
-            generations = decode_generations(record["generations"])
-        except (SerializationError, KeyError, TypeError, ValueError):
-            return None
+            marked = mark_hit(generations, got.hit) if self.mark_hits else generations
+            return FetchedResult(marked, got.hit, False)
         return FetchedResult(
             mark_coalesced(generations) if self.mark_hits else generations, None, False
         )

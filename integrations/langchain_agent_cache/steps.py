@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializa
 from langchain_core.runnables.config import ensure_config, patch_config
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_cache import ConfigurationError, LayeredCache, SerializationError, StepCache
+from agent_cache import NOT_STORED, ConfigurationError, LayeredCache, StepCache
 from agent_cache.keys import canonical_json
 from langchain_agent_cache._chat import split_prompt
 from langchain_agent_cache._codec import Uncacheable, decode_value, encode_value, jsonable
@@ -121,44 +121,33 @@ class _Step:
         return jsonable(value), self.version
 
     def encode(self, out: Any) -> Any:
+        """An output's stored form; ``NOT_STORED`` when it has no faithful JSON form."""
         try:
             return encode_value(out, self.models)
         except Uncacheable as exc:
-            raise Uncacheable(out, str(exc)) from exc
+            log.info("agent-cache: output of step %r not cached: %s", self.name, exc)
+            return NOT_STORED
 
-    def decode(self, stored: Any) -> tuple[bool, Any]:
-        try:
-            return True, decode_value(stored, self.models)
-        except SerializationError as exc:
-            log.warning("agent-cache: unreadable output of step %r: %s", self.name, exc)
-            return False, None
+    def decode(self, stored: Any) -> Any:
+        """Inverse of :meth:`encode` (raises on a payload it cannot read: the core then
+        evicts the entry and runs the step)."""
+        return decode_value(stored, self.models)
 
     def run(self, value: Any, compute: Callable[[], Any]) -> Any:
         prompt, version = self.key(value)
-        try:
-            stored = self.steps.run(
-                self.name, prompt, lambda _: self.encode(compute()),
-                version=version, semantic=self.semantic, ttl=self.ttl,
-            )  # fmt: skip
-        except Uncacheable as exc:
-            return exc.value
-        ok, out = self.decode(stored)
-        return out if ok else compute()
+        return self.steps.run(
+            self.name, prompt, lambda _: compute(),
+            version=version, semantic=self.semantic, ttl=self.ttl,
+            encode=self.encode, decode=self.decode,
+        )  # fmt: skip
 
     async def arun(self, value: Any, compute: Callable[[], Any]) -> Any:
         prompt, version = self.key(value)
-
-        async def make(_: Any) -> Any:
-            return self.encode(await compute())
-
-        try:
-            stored = await self.steps.arun(
-                self.name, prompt, make, version=version, semantic=self.semantic, ttl=self.ttl
-            )
-        except Uncacheable as exc:
-            return exc.value
-        ok, out = self.decode(stored)
-        return out if ok else await compute()
+        return await self.steps.arun(
+            self.name, prompt, lambda _: compute(),
+            version=version, semantic=self.semantic, ttl=self.ttl,
+            encode=self.encode, decode=self.decode,
+        )  # fmt: skip
 
 
 class CachedStep(RunnableSerializable[Any, Any]):

@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool, Tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_cache import ConfigurationError, LayeredCache, SerializationError, ToolCache
+from agent_cache import NOT_STORED, ConfigurationError, LayeredCache, ToolCache
 from agent_cache.keys import canonical_json
 from langchain_agent_cache._codec import Uncacheable, decode_value, encode_value, jsonable
 from langchain_agent_cache._resolve import layered_from
@@ -122,12 +122,13 @@ class CachedTool(BaseTool):
             raise ConfigurationError(f"tool scope must be a str, not {type(scope).__name__}")
         return canonical_json([self.version, scope])  # unambiguous: a JSON pair
 
-    def _decoded(self, stored: Any) -> tuple[bool, Any]:
+    def _encode(self, raw: Any) -> Any:
+        """A result's stored form; ``NOT_STORED`` when it has no faithful JSON form."""
         try:
-            return True, decode_value(stored)
-        except SerializationError as exc:
-            log.warning("agent-cache: unreadable tool result for %s: %s", self.name, exc)
-            return False, None
+            return encode_value(raw)
+        except Uncacheable as exc:
+            log.info("agent-cache: %s result not cached: %s", self.name, exc)
+            return NOT_STORED
 
     # ------------------------------------------------------------------ run
     def _run(
@@ -144,23 +145,11 @@ class CachedTool(BaseTool):
         if param := _config_param(inner):
             call[param] = config
 
-        def compute(**_: Any) -> Any:
-            raw = inner(*args, **call)
-            try:
-                return encode_value(raw)
-            except Uncacheable as exc:
-                raise Uncacheable(raw, str(exc)) from exc
-
-        try:
-            stored = self.tool_cache.call(
-                self.name, self._key_args(args, kwargs), compute,
-                version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
-            )  # fmt: skip
-        except Uncacheable as exc:
-            log.info("agent-cache: %s result not cached: %s", self.name, exc)
-            return exc.value
-        ok, value = self._decoded(stored)
-        return value if ok else inner(*args, **call)
+        return self.tool_cache.call(
+            self.name, self._key_args(args, kwargs), lambda **_: inner(*args, **call),
+            version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
+            encode=self._encode, decode=decode_value,
+        )  # fmt: skip
 
     async def _arun(
         self,
@@ -177,23 +166,11 @@ class CachedTool(BaseTool):
         if param := _config_param(checked):
             call[param] = config
 
-        async def compute(**_: Any) -> Any:
-            raw = await self.tool._arun(*args, **call)
-            try:
-                return encode_value(raw)
-            except Uncacheable as exc:
-                raise Uncacheable(raw, str(exc)) from exc
-
-        try:
-            stored = await self.tool_cache.acall(
-                self.name, self._key_args(args, kwargs), compute,
-                version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
-            )  # fmt: skip
-        except Uncacheable as exc:
-            log.info("agent-cache: %s result not cached: %s", self.name, exc)
-            return exc.value
-        ok, value = self._decoded(stored)
-        return value if ok else await self.tool._arun(*args, **call)
+        return await self.tool_cache.acall(
+            self.name, self._key_args(args, kwargs), lambda **_: self.tool._arun(*args, **call),
+            version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
+            encode=self._encode, decode=decode_value,
+        )  # fmt: skip
 
 
 def cache_tool(

@@ -12,6 +12,7 @@ def test_all_is_pinned() -> None:
     assert sorted(agent_cache.__all__) == sorted(
         [
             "DEFAULT_THRESHOLD",
+            "NOT_STORED",
             "AgentCacheError",
             "BackendError",
             "CacheHit",

@@ -22,6 +22,7 @@ from llama_index.core.base.llms.types import (
 )
 from pydantic import BaseModel
 
+from agent_cache import ConfigurationError
 from agent_cache.keys import canonical_json
 from agent_cache.usage import response_usage
 
@@ -53,8 +54,9 @@ _NOT_IDENTITY = re.compile(
 )
 
 
-class Unkeyable(Exception):
-    """A call argument that cannot be canonicalized: the call bypasses the cache."""
+class Unkeyable(ConfigurationError):
+    """A call argument that cannot be canonicalized: the call bypasses the cache (a
+    ``ConfigurationError``, so callers need no signal of their own)."""
 
 
 def _plain(value: Any) -> Any:

@@ -45,9 +45,17 @@ from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 from llama_index.llms.agent_cache import _codec, _marker, _structured
 from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
-from llama_index.llms.agent_cache.question import QuestionExtractor, Scope, Uncacheable
+from llama_index.llms.agent_cache.question import QuestionExtractor, Scope
 
-from agent_cache import AgentCacheError, CacheHit, ConfigurationError, Fetched, LayeredCache
+from agent_cache import (
+    NOT_STORED,
+    AgentCacheError,
+    CacheHit,
+    ConfigurationError,
+    Fetched,
+    LayeredCache,
+    SerializationError,
+)
 from agent_cache.policy import request_policy
 
 __all__ = ["CachedLLM"]
@@ -76,6 +84,37 @@ _POLICY_KWARG = "agent_cache"
 class _Call:
     scope: Scope
     llm_string: str
+
+
+def _encode_chat(response: ChatResponse) -> Any:
+    """The stored form of a chat answer (``NOT_STORED``: empty, or no JSON form)."""
+    payload = _codec.chat_payload(response.message)
+    return NOT_STORED if payload is None else payload
+
+
+def _decode_chat(payload: Any) -> ChatResponse:
+    message = _codec.message_from_payload(payload)
+    if message is None:
+        raise SerializationError("not a stored chat answer")
+    return ChatResponse(message=message)
+
+
+def _encode_completion(response: CompletionResponse) -> Any:
+    """The stored form of a completion (``NOT_STORED``: an empty one)."""
+    payload = _codec.completion_payload(response)
+    return NOT_STORED if payload is None else payload
+
+
+def _decode_completion(payload: Any) -> CompletionResponse:
+    text = _codec.completion_text(payload)
+    if text is None:
+        raise SerializationError("not a stored completion")
+    return CompletionResponse(text=text)
+
+
+_CHAT = (_encode_chat, _decode_chat)
+_COMPLETION = (_encode_completion, _decode_completion)
+_Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
 
 
 async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -229,7 +268,7 @@ class CachedLLM(FunctionCallingLLM):
                 scope = self._extractor.scope_messages(messages, hint)
             else:
                 scope = self._extractor.scope_prompt(prompt or "", hint)
-        except (_codec.Unkeyable, Uncacheable, ConfigurationError) as exc:
+        except ConfigurationError as exc:  # Unkeyable kwargs, no text to key on, bad input
             log.debug("agent-cache: %s call bypasses the cache: %s", api, exc)
             return None
         return _Call(scope, identity)
@@ -313,11 +352,9 @@ class CachedLLM(FunctionCallingLLM):
             log.warning("agent-cache store skipped: %s", exc)
 
     # ------------------------------------------------------------------ one request path
-    def _fetch_args(self, call: _Call, paid: list[Any], policy: str) -> dict[str, Any]:
-        def tokens(_payload: Any) -> Any:
-            if not paid:
-                return None
-            total, prompt_tokens, cached = _codec.usage(paid[0])
+    def _fetch_args(self, call: _Call, policy: str, codec: _Codec) -> dict[str, Any]:
+        def tokens(response: Any) -> Any:
+            total, prompt_tokens, cached = _codec.usage(response)
             if prompt_tokens is not None:
                 self._cache.record_model_usage(prompt_tokens, cached)
             return _reported(total, prompt_tokens)
@@ -328,38 +365,42 @@ class CachedLLM(FunctionCallingLLM):
             "tags": self.tags,
             "policy": policy,
             "tokens": tokens,
+            "encode": codec[0],
+            "decode": codec[1],
         }
 
     def _fetch(
-        self, call: _Call, compute: Callable[[], Any], paid: list[Any], policy: str
+        self, call: _Call, compute: Callable[[], Any], policy: str, codec: _Codec
     ) -> Fetched:
         """``LayeredCache.fetch``; inside a structured call the write waits for the parse."""
         pending = _structured.current()
         if pending is None:
-            return self._cache.fetch(compute=compute, **self._fetch_args(call, paid, policy))
+            return self._cache.fetch(compute=compute, **self._fetch_args(call, policy, codec))
         if policy == "refresh":  # skip the read, and the core's write with it
             got = Fetched(compute(), computed=True)
         else:
             deferred = "no_store" if policy == "use" else policy
-            got = self._cache.fetch(compute=compute, **self._fetch_args(call, paid, deferred))
-        self._defer(pending, call, got, paid, policy)
+            got = self._cache.fetch(compute=compute, **self._fetch_args(call, deferred, codec))
+        self._defer(pending, call, got, policy, codec)
         return got
 
     async def _afetch(
-        self, call: _Call, compute: Callable[[], Awaitable[Any]], paid: list[Any], policy: str
+        self, call: _Call, compute: Callable[[], Awaitable[Any]], policy: str, codec: _Codec
     ) -> Fetched:
         """Async twin of :meth:`_fetch`."""
         pending = _structured.current()
         if pending is None:
-            return await self._cache.afetch(compute=compute, **self._fetch_args(call, paid, policy))
+            return await self._cache.afetch(
+                compute=compute, **self._fetch_args(call, policy, codec)
+            )
         if policy == "refresh":
             got = Fetched(await compute(), computed=True)
         else:
             deferred = "no_store" if policy == "use" else policy
             got = await self._cache.afetch(
-                compute=compute, **self._fetch_args(call, paid, deferred)
+                compute=compute, **self._fetch_args(call, deferred, codec)
             )
-        self._defer(pending, call, got, paid, policy)
+        self._defer(pending, call, got, policy, codec)
         return got
 
     def _defer(
@@ -367,22 +408,27 @@ class CachedLLM(FunctionCallingLLM):
         pending: _structured.Deferred,
         call: _Call,
         got: Fetched,
-        paid: list[Any],
         policy: str,
+        codec: _Codec,
     ) -> None:
         if got.hit is not None:
             pending.served.append(got.hit)
-        elif got.computed and paid and got.value is not None and policy != "no_store":
-            total, prompt_tokens, _cached = _codec.usage(paid[0])
-            pending.stores.append(
-                {
-                    **self._lookup_args(call),
-                    "response": got.value,
-                    "ttl": self.ttl,
-                    "tags": self.tags,
-                    "tokens": _reported(total, prompt_tokens),
-                }
-            )
+            return
+        if not got.computed or got.value is None or policy == "no_store":
+            return
+        payload = codec[0](got.value)
+        if payload is NOT_STORED:
+            return
+        total, prompt_tokens, _cached = _codec.usage(got.value)
+        pending.stores.append(
+            {
+                **self._lookup_args(call),
+                "response": payload,
+                "ttl": self.ttl,
+                "tags": self.tags,
+                "tokens": _reported(total, prompt_tokens),
+            }
+        )
 
     def _silent_inner(self) -> LLM:
         """The wrapped LLM, reporting to this wrapper's callback manager: a miss is
@@ -408,26 +454,25 @@ class CachedLLM(FunctionCallingLLM):
 
     # ------------------------------------------------------------------ chat
     def _chat_outcome(
-        self, call: _Call, got: Fetched | None, paid: list[Any], messages: Sequence[ChatMessage]
+        self, call: _Call, got: Fetched | None, messages: Sequence[ChatMessage]
     ) -> ChatResponse | None:
-        if got is None:
+        """The response for a core outcome; ``None``: call the wrapped LLM here."""
+        if got is None or not isinstance(got.value, ChatResponse):
             return None
-        if got.computed and paid:
+        response = got.value
+        if got.computed:
             self._missed(call)
-            response: ChatResponse = paid[0]
             response.additional_kwargs["agent_cache"] = dict(_MISS)
             return response
-        message = _codec.message_from_payload(
-            got.hit.response if got.hit is not None else got.value
-        )
-        if message is None:
-            return None
-        if got.hit is not None:
-            served = ChatResponse(message=message, additional_kwargs=self._served(call, got.hit))
+        if got.hit is not None:  # a fresh object, decoded from the entry
+            served = ChatResponse(
+                message=response.message, additional_kwargs=self._served(call, got.hit)
+            )
             self._announce_hit("chat", messages, served)
             return served
-        return ChatResponse(
-            message=message, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+        return ChatResponse(  # the concurrent caller's answer: a copy of its own
+            message=response.message.model_copy(deep=True),
+            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}},
         )
 
     @dispatcher.span
@@ -438,18 +483,14 @@ class CachedLLM(FunctionCallingLLM):
         call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
         if call is None:
             return self._silent_inner().chat(messages, **kwargs)
-        paid: list[Any] = []
-
-        def compute() -> Any:
-            paid.append(self._silent_inner().chat(messages, **kwargs))
-            return _codec.chat_payload(paid[0].message)  # None: not stored
-
         try:
-            got = self._fetch(call, compute, paid, policy)
+            got = self._fetch(
+                call, lambda: self._silent_inner().chat(messages, **kwargs), policy, _CHAT
+            )
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._chat_outcome(call, got, paid, messages)
+        found = self._chat_outcome(call, got, messages)
         return found if found is not None else self._silent_inner().chat(messages, **kwargs)
 
     @dispatcher.span
@@ -459,18 +500,14 @@ class CachedLLM(FunctionCallingLLM):
         call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
         if call is None:
             return await self._silent_inner().achat(messages, **kwargs)
-        paid: list[Any] = []
-
-        async def compute() -> Any:
-            paid.append(await self._silent_inner().achat(messages, **kwargs))
-            return _codec.chat_payload(paid[0].message)
-
         try:
-            got = await self._afetch(call, compute, paid, policy)
+            got = await self._afetch(
+                call, lambda: self._silent_inner().achat(messages, **kwargs), policy, _CHAT
+            )
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._chat_outcome(call, got, paid, messages)
+        found = self._chat_outcome(call, got, messages)
         return found if found is not None else await self._silent_inner().achat(messages, **kwargs)
 
     def _chat_replay(self, call: _Call, hit: CacheHit | None) -> Iterator[ChatResponse] | None:
@@ -565,24 +602,24 @@ class CachedLLM(FunctionCallingLLM):
         return text, self._served(call, hit)
 
     def _completion_outcome(
-        self, call: _Call, got: Fetched | None, paid: list[Any], prompt: str
+        self, call: _Call, got: Fetched | None, prompt: str
     ) -> CompletionResponse | None:
-        if got is None:
+        """The response for a core outcome; ``None``: call the wrapped LLM here."""
+        if got is None or not isinstance(got.value, CompletionResponse):
             return None
-        if got.computed and paid:
+        response = got.value
+        if got.computed:
             self._missed(call)
-            response: CompletionResponse = paid[0]
             response.additional_kwargs["agent_cache"] = dict(_MISS)
             return response
-        text = _codec.completion_text(got.hit.response if got.hit is not None else got.value)
-        if text is None:
-            return None
         if got.hit is not None:
-            served = CompletionResponse(text=text, additional_kwargs=self._served(call, got.hit))
+            served = CompletionResponse(
+                text=response.text, additional_kwargs=self._served(call, got.hit)
+            )
             self._announce_hit("complete", prompt, served)
             return served
         return CompletionResponse(
-            text=text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+            text=response.text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
         )
 
     @dispatcher.span
@@ -596,18 +633,16 @@ class CachedLLM(FunctionCallingLLM):
         )
         if call is None:
             return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
-        paid: list[Any] = []
 
         def compute() -> Any:
-            paid.append(self._silent_inner().complete(prompt, formatted=formatted, **kwargs))
-            return _codec.completion_payload(paid[0])
+            return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
 
         try:
-            got = self._fetch(call, compute, paid, policy)
+            got = self._fetch(call, compute, policy, _COMPLETION)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._completion_outcome(call, got, paid, prompt)
+        found = self._completion_outcome(call, got, prompt)
         if found is not None:
             return found
         return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
@@ -626,18 +661,17 @@ class CachedLLM(FunctionCallingLLM):
         inner = self._silent_inner()
         if call is None:
             return await inner.acomplete(prompt, formatted=formatted, **kwargs)
-        paid: list[Any] = []
-
-        async def compute() -> Any:
-            paid.append(await inner.acomplete(prompt, formatted=formatted, **kwargs))
-            return _codec.completion_payload(paid[0])
-
         try:
-            got = await self._afetch(call, compute, paid, policy)
+            got = await self._afetch(
+                call,
+                lambda: inner.acomplete(prompt, formatted=formatted, **kwargs),
+                policy,
+                _COMPLETION,
+            )
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._completion_outcome(call, got, paid, prompt)
+        found = self._completion_outcome(call, got, prompt)
         if found is not None:
             return found
         return await inner.acomplete(prompt, formatted=formatted, **kwargs)

@@ -41,6 +41,7 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 
+from agent_cache import ConfigurationError
 from agent_cache.keys import digest
 
 __all__ = ["DEFAULT_QUESTION_VARS", "QUESTION_PLACEHOLDER", "QuestionExtractor", "Scope"]
@@ -69,8 +70,8 @@ _DEFAULT_TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-class Uncacheable(Exception):
-    """Raised internally when a request has no text to key on (e.g. images only)."""
+class Uncacheable(ConfigurationError):
+    """A request with no text to key on (e.g. images only): it bypasses the cache."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from llama_index.core.tools import FunctionTool
 from llama_index.core.tools.types import AsyncBaseTool, BaseTool, ToolMetadata, ToolOutput
 from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
 
-from agent_cache import ConfigurationError, ToolCache
+from agent_cache import NOT_STORED, ConfigurationError, ToolCache
 from agent_cache.keys import canonical_json
 
 __all__ = ["CachedTool", "cache_tool"]
@@ -23,18 +23,11 @@ log = logging.getLogger("agent_cache.llama_index")
 _BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
 
 
-class _NotStored(Exception):
-    """Carries a result that must be returned but not cached (an error output)."""
-
-    def __init__(self, output: ToolOutput) -> None:
-        super().__init__("not cached")
-        self.output = output
-
-
-def _encode(output: ToolOutput) -> dict[str, Any]:
-    """The stored form of a tool output: its content blocks and, when JSON, raw output."""
+def _encode(output: ToolOutput) -> Any:
+    """The stored form of a tool output: its content blocks and, when JSON, raw output
+    (``NOT_STORED`` for an error output: returned, never cached)."""
     if output.is_error:
-        raise _NotStored(output)
+        return NOT_STORED
     try:
         blocks = json.loads(_BLOCKS.dump_json(output.blocks))
     except Exception:
@@ -117,6 +110,10 @@ class CachedTool(AsyncBaseTool):
         return named
 
     def _output(self, payload: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ToolOutput:
+        """A stored payload as a tool output (raises on a payload that is not one: the
+        core then evicts it and runs the tool)."""
+        if not isinstance(payload, dict):
+            raise TypeError(f"not a stored tool output: {type(payload).__name__}")
         try:
             blocks = _BLOCKS.validate_python(payload["blocks"])
         except Exception:
@@ -145,42 +142,24 @@ class CachedTool(AsyncBaseTool):
         named = self._key_args(args, kwargs)
         if named is None:
             return self._call_tool(args, kwargs)
-        produced: list[ToolOutput] = []
-
-        def compute(**_: Any) -> dict[str, Any]:
-            output = self._call_tool(args, kwargs)
-            produced.append(output)
-            return _encode(output)
-
-        try:
-            payload = self.tool_cache.call(
-                self.metadata.get_name(), named, compute,
-                version=self.version, ttl=self.ttl, tags=self.tags,
-            )  # fmt: skip
-        except _NotStored as exc:
-            return exc.output
-        return produced[0] if produced else self._output(payload, args, kwargs)
+        output: ToolOutput = self.tool_cache.call(
+            self.metadata.get_name(), named, lambda **_: self._call_tool(args, kwargs),
+            version=self.version, ttl=self.ttl, tags=self.tags,
+            encode=_encode, decode=lambda payload: self._output(payload, args, kwargs),
+        )  # fmt: skip
+        return output
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Async twin of :meth:`call` (uses the wrapped tool's own ``acall``)."""
         named = self._key_args(args, kwargs)
         if named is None:
             return await self._acall_tool(args, kwargs)
-        produced: list[ToolOutput] = []
-
-        async def compute(**_: Any) -> dict[str, Any]:
-            output = await self._acall_tool(args, kwargs)
-            produced.append(output)
-            return _encode(output)
-
-        try:
-            payload = await self.tool_cache.acall(
-                self.metadata.get_name(), named, compute,
-                version=self.version, ttl=self.ttl, tags=self.tags,
-            )  # fmt: skip
-        except _NotStored as exc:
-            return exc.output
-        return produced[0] if produced else self._output(payload, args, kwargs)
+        output: ToolOutput = await self.tool_cache.acall(
+            self.metadata.get_name(), named, lambda **_: self._acall_tool(args, kwargs),
+            version=self.version, ttl=self.ttl, tags=self.tags,
+            encode=_encode, decode=lambda payload: self._output(payload, args, kwargs),
+        )  # fmt: skip
+        return output
 
 
 def cache_tool(

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from llama_index.core.workflow import Context, Event
 from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
 
-from agent_cache import ConfigurationError, StepCache
+from agent_cache import NOT_STORED, ConfigurationError, StepCache
 from agent_cache.keys import canonical_json
 from agent_cache.policy import is_cacheable
 
@@ -34,29 +34,23 @@ __all__ = ["cache_step"]
 
 log = logging.getLogger("agent_cache.llama_index")
 F = TypeVar("F", bound=Callable[..., Any])
-_NO_KEY = object()  # value_of's answer for an input with no JSON form
-
-
-class _NotStored(Exception):
-    def __init__(self, value: Any) -> None:
-        super().__init__("not cached")
-        self.value = value
 
 
 def _event_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-class _NoKey(Exception):
-    """The input has no JSON form: this call runs uncached (as ``cache_tool`` does)."""
-
-
 def _event_json(event: Event) -> dict[str, Any]:
+    """An event as JSON (class + fields).
+
+    Raises:
+        ConfigurationError: a field has no JSON form.
+    """
     try:
         data = event.model_dump(mode="json")
         canonical_json(data)
     except Exception as exc:
-        raise _NoKey(f"{type(event).__name__} has fields with no JSON form") from exc
+        raise ConfigurationError(f"{type(event).__name__} has fields with no JSON form") from exc
     return {"event": _event_name(type(event)), "data": data}
 
 
@@ -106,6 +100,12 @@ class _Codec:
         self.events = {_event_name(c): c for c in _event_types(returns)}
 
     def key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The JSON value a call is keyed on.
+
+        Raises:
+            ConfigurationError: the input has no JSON form (the call then runs uncached,
+                as ``cache_tool`` does).
+        """
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = {
@@ -119,36 +119,42 @@ class _Codec:
         try:
             canonical_json(values)
         except ConfigurationError as exc:
-            raise _NoKey(f"arguments have no JSON form ({exc})") from exc
+            raise ConfigurationError(f"arguments have no JSON form ({exc})") from exc
         return values
 
-    def encode(self, value: Any) -> dict[str, Any]:
+    def encode(self, value: Any) -> Any:
+        """The stored form of a step's output; ``NOT_STORED`` for ``None``, errors and
+        values with no JSON form (returned, not stored)."""
         if isinstance(value, Event):
             self.events.setdefault(_event_name(type(value)), type(value))
             try:
                 return _event_json(value)
             except ConfigurationError:
-                raise _NotStored(value) from None
+                return NOT_STORED
         if not is_cacheable(value):
-            raise _NotStored(value)
+            return NOT_STORED
         try:
             canonical_json(value)
         except ConfigurationError:
-            raise _NotStored(value) from None
+            return NOT_STORED
         return {"value": value}
 
-    def decode(self, payload: Any) -> tuple[bool, Any]:
-        """(True, value) for a usable payload; (False, None) otherwise."""
+    def decode(self, payload: Any) -> Any:
+        """The output a payload stands for.
+
+        Raises:
+            ValueError: not a payload of this step (the core evicts it and runs the step).
+        """
         if not isinstance(payload, dict):
-            return False, None
+            raise ValueError(f"not a stored step output: {type(payload).__name__}")
         if "value" in payload:
-            return True, payload["value"]
+            return payload["value"]
         cls = self.events.get(str(payload.get("event")))
         if cls is None:  # an event class this step does not return: never import by name
-            return False, None
+            raise ValueError(f"stored event {payload.get('event')!r} is not one this step returns")
         data = dict(payload.get("data") or {})
         extra = data.pop("_data", None) or {}
-        return True, cls(**data, **extra)
+        return cls(**data, **extra)
 
 
 def cache_step(
@@ -207,68 +213,45 @@ def cache_step(
         steps = StepCache(resolve_cache(cache), ttl=ttl)
         codec = _Codec(func)
 
-        def value_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def value_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+            """(True, the value to key on), or (False, None): no key, run uncached."""
+            if key is not None:
+                return True, key(*args, **kwargs)
             try:
-                return key(*args, **kwargs) if key is not None else codec.key(args, kwargs)
-            except _NoKey as exc:
+                return True, codec.key(args, kwargs)
+            except ConfigurationError as exc:
                 log.warning(
                     "agent-cache: step %s not cached for this call: %s (pass key= to cache it)",
                     step_name,
                     exc,
                 )
-                return _NO_KEY
+                return False, None
 
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                value = value_of(args, kwargs)
-                if value is _NO_KEY:
+                keyed, value = value_of(args, kwargs)
+                if not keyed:
                     return await func(*args, **kwargs)
-                produced: list[Any] = []
-
-                async def compute(_value: Any) -> Any:
-                    result = await func(*args, **kwargs)
-                    produced.append(result)
-                    return codec.encode(result)
-
-                try:
-                    payload = await steps.arun(
-                        step_name, value, compute,
-                        version=version, semantic=semantic,
-                    )  # fmt: skip
-                except _NotStored as exc:
-                    return exc.value
-                if produced:
-                    return produced[0]
-                ok, value = codec.decode(payload)
-                return value if ok else await func(*args, **kwargs)
+                return await steps.arun(
+                    step_name, value, lambda _value: func(*args, **kwargs),
+                    version=version, semantic=semantic,
+                    encode=codec.encode, decode=codec.decode,
+                )  # fmt: skip
 
             return awrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            value = value_of(args, kwargs)
-            if value is _NO_KEY:
+            keyed, value = value_of(args, kwargs)
+            if not keyed:
                 return func(*args, **kwargs)
-            produced: list[Any] = []
-
-            def compute(_value: Any) -> Any:
-                result = func(*args, **kwargs)
-                produced.append(result)
-                return codec.encode(result)
-
-            try:
-                payload = steps.run(
-                    step_name, value, compute,
-                    version=version, semantic=semantic,
-                )  # fmt: skip
-            except _NotStored as exc:
-                return exc.value
-            if produced:
-                return produced[0]
-            ok, value = codec.decode(payload)
-            return value if ok else func(*args, **kwargs)
+            return steps.run(
+                step_name, value, lambda _value: func(*args, **kwargs),
+                version=version, semantic=semantic,
+                encode=codec.encode, decode=codec.decode,
+            )  # fmt: skip
 
         return wrapper  # type: ignore[return-value]
 
