@@ -207,7 +207,12 @@ class Fetcher:
         finally:
             if ticket.token:
                 yield Op(self.gate, "release", (ticket,))
-        n = self._model_called(ns, started, value, plan.tokens)
+        return (yield from self.settle_flow(plan, started, value))
+
+    def settle_flow(self, plan: Plan, started: float, value: Any) -> Flow[Any]:
+        """After a model call (a whole answer, or a stream's joined one): its record,
+        a negative entry for a refusal, else the write-back (unless ``no_store``)."""
+        n = self._model_called(plan.req.namespace, started, value, plan.tokens)
         refused = self._remember_negative(plan.flight_key, value)
         if plan.policy != "no_store" and is_cacheable(value) and not refused:
             try:
