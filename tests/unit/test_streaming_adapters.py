@@ -4,6 +4,8 @@ streamed and non-streamed requests alike."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -193,3 +195,83 @@ def test_lc_async_stream_stored_once_then_ainvoke_hits() -> None:
     assert asyncio.run(go()) == "".join(WORDS)
     assert inner._calls == 1
     assert chat.agent_cache.layered.stats().stores == 1  # type: ignore[union-attr]
+
+
+class HeldStreamingChat(StreamingChat):
+    """``StreamingChat`` whose stream holds after its first chunk until released, so
+    concurrent requests overlap with it."""
+
+    _release: threading.Event = PrivateAttr(default_factory=threading.Event)
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        chunks = self._chunks()
+        yield chunks[0]
+        assert self._release.wait(5)
+        yield from chunks[1:]
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunks = self._chunks()
+        yield chunks[0]
+        while not self._release.is_set():
+            await asyncio.sleep(0.005)
+        for chunk in chunks[1:]:
+            yield chunk
+
+
+def _held_lc() -> tuple[CachedChatModel, HeldStreamingChat]:
+    inner = HeldStreamingChat()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    return CachedChatModel(llm=inner, cache=cache), inner
+
+
+def test_lc_concurrent_identical_streamed_misses_make_one_call_and_one_write() -> None:
+    chat, inner = _held_lc()
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+    n = 3
+    texts: list[str] = [""] * n
+    usage: list[int] = [0] * n
+    marks: list[Any] = [None] * n
+
+    def reader(k: int) -> None:
+        with get_usage_metadata_callback() as cb:
+            chunks = list(chat.stream(QUESTION))
+        texts[k] = "".join(str(c.content) for c in chunks)
+        usage[k] = sum(u["total_tokens"] for u in cb.usage_metadata.values())
+        marks[k] = [c.response_metadata.get("agent_cache") for c in chunks if c.response_metadata]
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while layered._streams.in_flight() == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.2)  # the others join the stream in flight
+    inner._release.set()
+    for t in threads:
+        t.join(10)
+    assert inner._calls == 1 and layered.stats().stores == 1
+    assert texts == ["".join(WORDS)] * n
+    assert sorted(usage) == [0] * (n - 1) + [11]  # the miss counted once, followers as zero
+    coalesced = [m for m in marks if any(x and x.get("coalesced") for x in m)]
+    assert len(coalesced) == n - 1
+
+
+def test_lc_concurrent_identical_async_streamed_misses_make_one_call_and_one_write() -> None:
+    chat, inner = _held_lc()
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+
+    async def reader() -> str:
+        return "".join([str(c.content) async for c in chat.astream(QUESTION)])
+
+    async def main() -> list[str]:
+        tasks = [asyncio.create_task(reader()) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        inner._release.set()
+        return list(await asyncio.gather(*tasks))
+
+    assert asyncio.run(main()) == ["".join(WORDS)] * 3
+    assert inner._calls == 1 and layered.stats().stores == 1
