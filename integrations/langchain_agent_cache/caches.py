@@ -411,9 +411,12 @@ class AgentCache(BaseCache):
             again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
             got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, again))
         first = True
-        for chunk in got:
-            yield self._streamed(chunk, got.coalesced, first)
-            first = False
+        try:
+            for chunk in got:
+                yield self._streamed(chunk, got.coalesced, first)
+                first = False
+        finally:  # a consumer that stops early leaves the stream to the others
+            got.close()
 
     async def astream_result(
         self,
@@ -452,9 +455,12 @@ class AgentCache(BaseCache):
             again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
             got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, again))
         first = True
-        async for chunk in got:
-            yield self._streamed(chunk, got.coalesced, first)
-            first = False
+        try:
+            async for chunk in got:
+                yield self._streamed(chunk, got.coalesced, first)
+                first = False
+        finally:
+            await got.aclose()
 
     def _stream_args(self, plan: _Plan, start: Callable[[], Any], policy: str) -> dict[str, Any]:
         """``fetch_stream``'s arguments: a finished stream joined into the record to

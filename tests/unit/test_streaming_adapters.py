@@ -16,7 +16,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tracers.context import collect_runs
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+)
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.llms.agent_cache import CachedLLM
 from pydantic import PrivateAttr
@@ -100,6 +102,98 @@ def test_li_async_stream_stored_once_and_served_to_achat() -> None:
     first, whole, again = asyncio.run(go())
     assert first == whole == again and inner.total() == 1
     assert llm.cache.stats().stores == 1 and len(counter.llm_token_counts) == 1
+
+
+def _wait_for_readers(cache: LayeredCache, n: int) -> None:
+    """Until ``n`` readers follow the one stream in flight (the model holds it)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        flights = list(cache._streams._flights.values())
+        if flights and flights[0].drivers >= n:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"{n} readers never joined one stream")
+
+
+class HeldLLM(CountingLLM):
+    """``CountingLLM`` whose streams hold after their first delta until released, so
+    concurrent requests overlap with them."""
+
+    _release: threading.Event = PrivateAttr(default_factory=threading.Event)
+
+    def _held(self, stream: Iterator[Any]) -> Iterator[Any]:
+        for i, response in enumerate(stream):
+            if i == 1:
+                assert self._release.wait(5)
+            yield response
+
+    async def _aheld(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        i = 0
+        async for response in stream:
+            while i == 1 and not self._release.is_set():
+                await asyncio.sleep(0.005)
+            i += 1
+            yield response
+
+    def stream_chat(self, messages: Any, **kw: Any) -> Any:
+        return self._held(super().stream_chat(messages, **kw))
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kw: Any) -> Any:
+        return self._held(super().stream_complete(prompt, formatted=formatted, **kw))
+
+    async def astream_chat(self, messages: Any, **kw: Any) -> Any:
+        return self._aheld(await super().astream_chat(messages, **kw))
+
+
+@pytest.mark.parametrize("api", ["stream_chat", "stream_complete"])
+def test_li_concurrent_identical_streamed_misses_make_one_call_and_one_write(api: str) -> None:
+    counter = TokenCountingHandler()
+    inner = HeldLLM()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    llm = CachedLLM(llm=inner, cache=cache, callback_manager=CallbackManager([counter]))
+    n = 3
+    texts = [""] * n
+    marks: list[Any] = [None] * n
+
+    def reader(k: int) -> None:
+        if api == "stream_chat":
+            out = list(llm.stream_chat(user(QUESTION)))
+        else:
+            out = list(llm.stream_complete(QUESTION))
+        texts[k] = "".join(r.delta or "" for r in out)
+        marks[k] = out[-1].additional_kwargs["agent_cache"]
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    _wait_for_readers(cache, n)
+    inner._release.set()
+    for t in threads:
+        t.join(10)
+    assert inner.total() == 1 and cache.stats().stores == 1
+    assert texts[0] and texts == [texts[0]] * n
+    assert len(counter.llm_token_counts) == 1  # the miss counted once, by its own call
+    assert sorted(bool(m.get("coalesced")) for m in marks) == [False] + [True] * (n - 1)
+    assert all(m["hit"] is False for m in marks)
+
+
+def test_li_concurrent_identical_async_streamed_misses_make_one_call_and_one_write() -> None:
+    inner = HeldLLM()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    llm = CachedLLM(llm=inner, cache=cache)
+
+    async def reader() -> str:
+        return "".join([r.delta or "" async for r in await llm.astream_chat(user(QUESTION))])
+
+    async def main() -> list[str]:
+        tasks = [asyncio.create_task(reader()) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        inner._release.set()
+        return list(await asyncio.gather(*tasks))
+
+    texts = asyncio.run(main())
+    assert texts[0] and texts == [texts[0]] * 3
+    assert inner.total() == 1 and cache.stats().stores == 1
 
 
 # ---------------------------------------------------------------- LangChain
@@ -246,10 +340,7 @@ def test_lc_concurrent_identical_streamed_misses_make_one_call_and_one_write() -
     threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 5
-    while layered._streams.in_flight() == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(0.2)  # the others join the stream in flight
+    _wait_for_readers(layered, n)
     inner._release.set()
     for t in threads:
         t.join(10)
