@@ -322,111 +322,21 @@ class Streams:
         self._fetcher._stats.incr("coalesced", namespace=rec.plan.req.namespace)
 
 
-class _Reader:
-    """What :class:`Streamed` and :class:`AStreamed` share: the outcome attributes."""
+class _Cursor:
+    """One reader's place in a recording (what its reading generator holds, so that a
+    dropped :class:`Streamed` is freed, and closed, at once)."""
 
     def __init__(
-        self,
-        streams: Streams,
-        rec: _Recording | None,
-        own: tuple[Plan, Callable[[], Any], Join],
-        *,
-        hit: CacheHit | None = None,
-        value: Any = None,
-        served: bool = False,
+        self, streams: Streams, rec: _Recording | None, own: tuple[Plan, Callable[[], Any], Join]
     ) -> None:
-        self._streams = streams
-        self._rec = rec
-        self._own = own  # this request's plan, start_stream and join (if it must call)
-        self.hit = hit
-        self._value = value
-        self._served = served or hit is not None
-        self._counted = False
-        self._started = False
+        self.streams = streams
+        self.rec = rec
+        self.own = own  # this request's plan, start_stream and join (if it must call)
 
-    @property
-    def served(self) -> bool:
-        """Nothing to iterate: the answer is :attr:`value` (a hit, or a short-lived
-        negative entry); replay it, at zero tokens."""
-        return self._served
-
-    @property
-    def value(self) -> Any:
-        """The served value, or once a recorded stream has ended the joined value
-        (``join(chunks)``); ``None`` before."""
-        if self._rec is not None:
-            return self._rec.value
-        return self._value
-
-    @property
-    def computed(self) -> bool:
-        """This reader started the model's stream (the one miss paid for); ``False``
-        for a hit and for a reader that follows another's stream. Known once the first
-        chunk has been yielded."""
-        return self._rec is not None and self._rec.starter is self
-
-    @property
-    def coalesced(self) -> bool:
-        """This reader follows a concurrent identical stream (cost it nothing). Known
-        once the first chunk has been yielded."""
-        rec = self._rec
-        return rec is not None and rec.starter is not None and rec.starter is not self
-
-    def _unread(self) -> bool:
-        """Leave the recording if never read (the reading generator's ``finally``
-        won't run then); True when it was not."""
-        if self._started or self._rec is None:
-            return False
-        self._streams.leave(self._rec, False)
-        return True
-
-    def _first(self) -> None:
-        if not self._counted:
-            self._counted = True
-            if self.coalesced and self._rec is not None:
-                self._streams.coalesced(self._rec)
-
-
-class Streamed(_Reader, Generic[C]):
-    """What :meth:`LayeredCache.fetch_stream` returns: an iterator of the model's chunks
-    (empty when :attr:`served`), with where they came from.
-
-    Attributes:
-        hit: the entry served (replay ``hit.response``); ``None`` on a miss.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._gen: Generator[C, None, None] | None = (
-            None if self._rec is None else self._follow(self._rec)
-        )
-
-    def __iter__(self) -> Iterator[C]:
-        return self
-
-    def __next__(self) -> C:
-        if self._gen is None:
-            raise StopIteration
-        self._started = True
-        chunk = next(self._gen)
-        self._first()
-        return chunk
-
-    def close(self) -> None:
-        """Stop reading (the others, if any, go on without this reader)."""
-        gen, self._gen = self._gen, None
-        if gen is not None:
-            if not self._unread():
-                gen.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
-
-    def _follow(self, rec: _Recording) -> Generator[C, None, None]:
-        streams = self._streams
+    def follow(self) -> Generator[Any, None, None]:
+        rec = self.rec
+        assert rec is not None
+        streams = self.streams
         driver = rec.can_drive("sync")
         with rec.cond:
             if driver:
@@ -460,53 +370,21 @@ class Streamed(_Reader, Generic[C]):
                     streams.leave(rec, driver)
                     driver = False
                     rec = (
-                        streams._solo(*self._own, "sync")
+                        streams._solo(*self.own, "sync")
                         if step == "wait"
-                        else streams._recording(*self._own, "sync")
+                        else streams._recording(*self.own, "sync")
                     )
-                    self._rec = rec
+                    self.rec = rec
                     driver = rec.can_drive("sync")
                     with rec.cond:
                         rec.drivers += 1
         finally:
             streams.leave(rec, driver)
 
-
-class AStreamed(_Reader, Generic[C]):
-    """Async twin of :class:`Streamed` (``async for``; ``aclose()``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._gen: Any = None if self._rec is None else self._follow(self._rec)
-
-    def __aiter__(self) -> AsyncIterator[C]:
-        return self
-
-    async def __anext__(self) -> C:
-        if self._gen is None:
-            raise StopAsyncIteration
-        self._started = True
-        chunk: C = await self._gen.__anext__()
-        self._first()
-        return chunk
-
-    async def aclose(self) -> None:
-        """Stop reading (the others, if any, go on without this reader)."""
-        gen, self._gen = self._gen, None
-        if gen is not None:
-            if not self._unread():
-                await gen.aclose()
-
-    def __del__(self) -> None:
-        gen, self._gen = self._gen, None
-        if gen is not None:
-            try:
-                self._unread()
-            except Exception:  # interpreter shutdown
-                pass
-
-    async def _follow(self, rec: _Recording) -> AsyncIterator[C]:
-        streams = self._streams
+    async def afollow(self) -> AsyncIterator[Any]:
+        rec = self.rec
+        assert rec is not None
+        streams = self.streams
         loop = asyncio.get_running_loop()
         driver = rec.can_drive("async")
         with rec.cond:
@@ -548,13 +426,163 @@ class AStreamed(_Reader, Generic[C]):
                     streams.leave(rec, driver)
                     driver = False
                     rec = (
-                        streams._solo(*self._own, "async")
+                        streams._solo(*self.own, "async")
                         if step == "wait"
-                        else streams._recording(*self._own, "async")
+                        else streams._recording(*self.own, "async")
                     )
-                    self._rec = rec
+                    self.rec = rec
                     driver = rec.can_drive("async")
                     with rec.cond:
                         rec.drivers += 1
         finally:
             streams.leave(rec, driver)
+
+
+class _Reader:
+    """What :class:`Streamed` and :class:`AStreamed` share: the outcome attributes."""
+
+    def __init__(
+        self,
+        streams: Streams,
+        rec: _Recording | None,
+        own: tuple[Plan, Callable[[], Any], Join],
+        *,
+        hit: CacheHit | None = None,
+        value: Any = None,
+        served: bool = False,
+    ) -> None:
+        self._streams = streams
+        self._cur = _Cursor(streams, rec, own)
+        self.hit = hit
+        self._value = value
+        self._served = served or hit is not None
+        self._counted = False
+        self._started = False
+
+    @property
+    def served(self) -> bool:
+        """Nothing to iterate: the answer is :attr:`value` (a hit, or a short-lived
+        negative entry); replay it, at zero tokens."""
+        return self._served
+
+    @property
+    def value(self) -> Any:
+        """The served value, or once a recorded stream has ended the joined value
+        (``join(chunks)``); ``None`` before."""
+        rec = self._cur.rec
+        return self._value if rec is None else rec.value
+
+    @property
+    def computed(self) -> bool:
+        """This reader started the model's stream (the one miss paid for); ``False``
+        for a hit and for a reader that follows another's stream. Known once the first
+        chunk has been yielded."""
+        return self._cur.rec is not None and self._cur.rec.starter is self._cur
+
+    @property
+    def coalesced(self) -> bool:
+        """This reader follows a concurrent identical stream (cost it nothing). Known
+        once the first chunk has been yielded."""
+        rec = self._cur.rec
+        return rec is not None and rec.starter is not None and rec.starter is not self._cur
+
+    def _unread(self) -> bool:
+        """Leave the recording if never read (the reading generator's ``finally``
+        won't run then); True when it was not."""
+        if self._started or self._cur.rec is None:
+            return False
+        self._streams.leave(self._cur.rec, False)
+        return True
+
+    def _first(self) -> None:
+        if not self._counted:
+            self._counted = True
+            if self.coalesced and self._cur.rec is not None:
+                self._streams.coalesced(self._cur.rec)
+
+
+class Streamed(_Reader, Generic[C]):
+    """What :meth:`LayeredCache.fetch_stream` returns: an iterator of the model's chunks
+    (empty when :attr:`served`), with where they came from. A reader that stops early
+    should ``close()`` it (or use it as a context manager); one that is dropped is
+    closed when it is freed.
+
+    Attributes:
+        hit: the entry served (replay ``hit.response``); ``None`` on a miss.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gen: Generator[C, None, None] | None = (
+            None if self._cur.rec is None else self._cur.follow()
+        )
+
+    def __iter__(self) -> Iterator[C]:
+        return self
+
+    def __next__(self) -> C:
+        if self._gen is None:
+            raise StopIteration
+        self._started = True
+        chunk = next(self._gen)
+        self._first()
+        return chunk
+
+    def close(self) -> None:
+        """Stop reading (the others, if any, go on without this reader)."""
+        gen, self._gen = self._gen, None
+        if gen is not None:
+            if not self._unread():
+                gen.close()
+
+    def __enter__(self) -> Streamed[C]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class AStreamed(_Reader, Generic[C]):
+    """Async twin of :class:`Streamed` (``async for``; ``aclose()``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gen: Any = None if self._cur.rec is None else self._cur.afollow()
+
+    def __aiter__(self) -> AsyncIterator[C]:
+        return self
+
+    async def __anext__(self) -> C:
+        if self._gen is None:
+            raise StopAsyncIteration
+        self._started = True
+        chunk: C = await self._gen.__anext__()
+        self._first()
+        return chunk
+
+    async def aclose(self) -> None:
+        """Stop reading (the others, if any, go on without this reader)."""
+        gen, self._gen = self._gen, None
+        if gen is not None:
+            if not self._unread():
+                await gen.aclose()
+
+    async def __aenter__(self) -> AStreamed[C]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        gen, self._gen = self._gen, None
+        if gen is not None:
+            try:
+                self._unread()
+            except Exception:  # interpreter shutdown
+                pass

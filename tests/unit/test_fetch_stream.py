@@ -156,6 +156,17 @@ def test_a_reader_that_stops_early_alone_stores_nothing_and_closes_the_stream() 
     assert model.calls == 2 and cache.stats().stores == 1
 
 
+def test_a_dropped_reader_closes_the_stream_at_once() -> None:
+    cache, model = _cache(), Model()
+    got = cache.fetch_stream(Q, model.stream, join=join)
+    assert next(got) == WORDS[0]
+    del got  # no close(): freed by reference counting, no cycle to wait for
+    assert model.closed == 1 and cache._streams.in_flight() == 0
+    with cache.fetch_stream(Q, model.stream, join=join) as again:
+        assert next(again) == WORDS[0]
+    assert model.closed == 2 and cache.stats().stores == 0
+
+
 def test_an_unread_stream_releases_its_flight() -> None:
     cache, model = _cache(), Model()
     got = cache.fetch_stream(Q, model.stream, join=join)
