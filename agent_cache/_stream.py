@@ -42,7 +42,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from typing import Any, Generic, TypeVar
 
 from agent_cache._fetch import Fetcher, Plan
@@ -127,7 +127,7 @@ class Streams:
         self._fetcher = fetcher
         self._lock = threading.Lock()
         self._flights: dict[str, _Recording] = {}
-        self._closing: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
     def timeout(self) -> float:
@@ -153,7 +153,11 @@ class Streams:
         own = (plan, start, join)
         if hit is not None:
             return make(self, None, own, hit=hit, value=hit.response)
-        found, negative = self._fetcher._negative_hit(plan.flight_key)
+        found, negative = (
+            (False, None)
+            if plan.policy == "bypass"
+            else self._fetcher._negative_hit(plan.flight_key)
+        )
         if found:
             return make(self, None, own, value=negative, served=True)
         return make(self, self._recording(plan, start, join, kind), own)
@@ -184,6 +188,10 @@ class Streams:
             log.warning("agent-cache could not join a streamed answer (not stored): %s", exc)
             return None
 
+    def _unsettled(self, exc: Exception) -> None:
+        self._fetcher._stats.incr("errors")
+        log.warning("agent-cache could not record a streamed answer (served anyway): %s", exc)
+
     def _end(self, rec: _Recording, state: str, error: BaseException | None = None) -> None:
         self._unregister(rec)
         with rec.cond:
@@ -206,7 +214,7 @@ class Streams:
         self._end(rec, "abandoned")
         loop = rec.loop
         if rec.kind == "async" and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._spawn, self._aclose_source(rec, source))
+            loop.call_soon_threadsafe(self.spawn, self._aclose_source(rec, source))
             return
         self._release_sync(rec)
         close = getattr(source, "close", None)
@@ -225,10 +233,11 @@ class Streams:
         except Exception as exc:
             log.debug("agent-cache: closing an abandoned stream failed: %s", exc)
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
-        self._closing.add(task)  # kept until done (the loop holds tasks weakly)
-        task.add_done_callback(self._closing.discard)
+        self._tasks.add(task)  # kept until done (the loop holds tasks weakly)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def leave(self, rec: _Recording, driver: bool) -> None:
         with rec.cond:
@@ -256,6 +265,8 @@ class Streams:
             rec.value = value = self._joined(rec)
             try:
                 run_sync(self._fetcher.settle_flow(rec.plan, rec.started, value))
+            except Exception as exc:  # the answer was streamed; only its record is lost
+                self._unsettled(exc)
             finally:
                 self._end(rec, "done")
         except BaseException as exc:
@@ -287,6 +298,8 @@ class Streams:
             rec.value = value = self._joined(rec)
             try:
                 await run_async(self._fetcher.settle_flow(rec.plan, rec.started, value))
+            except Exception as exc:
+                self._unsettled(exc)
             finally:
                 self._end(rec, "done")
         except asyncio.CancelledError:
@@ -411,7 +424,7 @@ class _Cursor:
                     i += 1
                     yield item
                 elif step == "pull":
-                    await asyncio.shield(asyncio.ensure_future(streams.pull_async(rec, self)))
+                    await asyncio.shield(streams.spawn(streams.pull_async(rec, self)))
                 elif step == "done":
                     return
                 elif step == "failed":

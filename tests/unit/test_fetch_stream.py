@@ -320,3 +320,33 @@ def test_bad_arguments_fail_before_the_model_is_called() -> None:
     with pytest.raises(ConfigurationError):
         cache.fetch_stream(Q, model.stream, join=join, ttl=-1)
     assert model.calls == 0
+
+
+def test_a_refusal_is_a_negative_entry_served_without_a_call_except_to_bypass() -> None:
+    cache = _cache(negative_ttl=30.0)
+    calls: list[int] = []
+
+    def refusal() -> Iterator[str]:
+        calls.append(1)
+        yield from ["I'm sorry, ", "I can't help with that."]
+
+    assert list(cache.fetch_stream(Q, refusal, join=join)) == [
+        "I'm sorry, ",
+        "I can't help with that.",
+    ]
+    assert cache.stats().stores == 0  # kept a few seconds only, not stored
+    again = cache.fetch_stream(Q, refusal, join=join)
+    assert again.served and again.hit is None and again.value.startswith("I'm sorry")
+    assert len(calls) == 1
+    assert len(list(cache.fetch_stream(Q, refusal, join=join, policy="bypass"))) == 2
+    assert len(calls) == 2
+
+
+def test_a_failing_record_step_still_serves_the_stream() -> None:
+    cache, model = _cache(), Model()
+
+    def tokens(_value: object) -> int:
+        raise RuntimeError("usage parser broke")
+
+    assert list(cache.fetch_stream(Q, model.stream, join=join, tokens=tokens)) == WORDS
+    assert cache.stats().errors >= 1 and cache._streams.in_flight() == 0
