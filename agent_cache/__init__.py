@@ -5,6 +5,7 @@ Core; never imports LangChain or LlamaIndex.
 
 from __future__ import annotations
 
+from agent_cache._stream import AStreamed, StreamAbandoned, Streamed
 from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, Fetched, LayeredCache
 from agent_cache.errors import (
     AgentCacheError,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "AStreamed",
     "AgentCacheError",
     "BackendError",
     "CacheHit",
@@ -35,6 +37,8 @@ __all__ = [
     "PriceTable",
     "SerializationError",
     "StepCache",
+    "StreamAbandoned",
+    "Streamed",
     "ToolCache",
     "TtlPolicy",
     "TtlTier",

@@ -12,6 +12,7 @@ def test_all_is_pinned() -> None:
     assert sorted(agent_cache.__all__) == sorted(
         [
             "DEFAULT_THRESHOLD",
+            "AStreamed",
             "AgentCacheError",
             "BackendError",
             "CacheHit",
@@ -24,6 +25,8 @@ def test_all_is_pinned() -> None:
             "PriceTable",
             "SerializationError",
             "StepCache",
+            "StreamAbandoned",
+            "Streamed",
             "ToolCache",
             "TtlPolicy",
             "TtlTier",

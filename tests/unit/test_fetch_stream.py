@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from agent_cache import LayeredCache
-from agent_cache._stream import StreamAbandoned
+from agent_cache import LayeredCache, StreamAbandoned
 from agent_cache.testing import HashEmbedder
 
 Q = "How do I reset my password?"
