@@ -6,6 +6,7 @@ Core; never imports LangChain or LlamaIndex.
 from __future__ import annotations
 
 from agent_cache._fetch import NOT_STORED
+from agent_cache._stream import AStreamed, StreamAbandoned, Streamed
 from agent_cache.cache import DEFAULT_THRESHOLD, CacheHit, CachePolicy, Fetched, LayeredCache
 from agent_cache.errors import (
     AgentCacheError,
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_THRESHOLD",
     "NOT_STORED",
+    "AStreamed",
     "AgentCacheError",
     "BackendError",
     "CacheHit",
@@ -37,6 +39,8 @@ __all__ = [
     "PriceTable",
     "SerializationError",
     "StepCache",
+    "StreamAbandoned",
+    "Streamed",
     "ToolCache",
     "TtlPolicy",
     "TtlTier",

@@ -250,12 +250,18 @@ class Fetcher:
         finally:
             if ticket.token:
                 yield Op(self.gate, "release", (ticket,))
-        n = self._model_called(ns, started, value, plan.tokens)
+        return (yield from self.settle_flow(plan, started, value))
+
+    def settle_flow(self, plan: Plan, started: float, value: Any) -> Flow[Any]:
+        """After a model call (a whole answer, or a stream's joined one): its record,
+        the codec's payload, a negative entry for a refusal, else the write-back (unless
+        ``no_store``)."""
+        n = self._model_called(plan.req.namespace, started, value, plan.tokens)
         payload = self._encoded(plan, value)
         if payload is NOT_STORED:
             return value
         refused = self._remember_negative(plan.flight_key, payload, value)
-        if plan.policy != "no_store" and is_cacheable(payload) and not refused:
+        if plan.policy not in ("no_store", "bypass") and is_cacheable(payload) and not refused:
             try:
                 yield from self._writer.store_flow(
                     plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n

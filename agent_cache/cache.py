@@ -31,6 +31,7 @@ from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
 from agent_cache._lookup import Reader
 from agent_cache._settings import Setting, Settings, sinks_from
+from agent_cache._stream import AStreamed, Streamed, Streams
 from agent_cache._trust import Trust
 from agent_cache._write import Writer, check_invalidation_tags, check_namespace
 from agent_cache.degrade import ModelGate, NegativeCache
@@ -275,6 +276,7 @@ class LayeredCache:
             timeout=singleflight_timeout,
             failed=failed,
         )
+        self._streams = Streams(self._reader, self._fetcher)
 
     # ------------------------------------------------------------------ backends (lazy)
     @property
@@ -507,7 +509,9 @@ class LayeredCache:
         itself if its holder dies. The value computed is always returned, even when
         storing it fails (counted in ``stats().errors``). ``tokens`` may be a function
         of the computed value (e.g. its usage); ``verbatim`` as in
-        :meth:`lookup`.
+        :meth:`lookup`. ``policy``: ``"use"``; ``"refresh"`` calls the model and
+        overwrites; ``"no_store"`` reads but never writes; ``"bypass"`` neither reads
+        nor writes (the request goes to the model as if there were no cache).
 
         ``encode``/``decode`` put a codec between the caller's objects and the stored
         JSON (what the framework adapters stand on): on a miss the computed value is
@@ -651,6 +655,67 @@ class LayeredCache:
             decode=decode,
         )
         return await run_async(self._fetcher.fetch_flow(plan))
+
+    # ------------------------------------------------------------------ streams
+    def fetch_stream(
+        self,
+        prompt: str,
+        start_stream: Callable[[], Iterable[Any]],
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        join: Callable[[list[Any]], Any],
+        context: Any = None,
+        template_version: str = "",
+        policy: CachePolicy = "use",
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
+        verbatim: bool = False,
+    ) -> Streamed[Any]:
+        """:meth:`fetch` for a streamed answer: one model stream for all concurrent
+        identical misses of this process, recorded and stored once it has ended.
+
+        A hit (``got.served``; ``got.hit``) iterates nothing: replay ``got.value``. On a
+        miss, iterate the chunks: one caller's ``start_stream()`` runs, every concurrent
+        identical request yields the same chunks live (``got.coalesced``: it cost
+        nothing). When the stream ends normally ``join(chunks)`` is the JSON value stored
+        (``None``: not stored), as :meth:`fetch` stores (policy, ``ttl``, ``tags``,
+        ``tokens`` as a function of the joined value); a stream that fails or that every
+        reader abandons stores nothing. Details in :mod:`agent_cache._stream`.
+
+        Raises:
+            ConfigurationError: bad prompt, ``ttl`` or ``tags``, before the model is called.
+
+        Example:
+            >>> got = cache.fetch_stream(q, lambda: llm.stream(q), join="".join)  # doctest: +SKIP
+            >>> print(got.value if got.served else "".join(got))  # doctest: +SKIP
+        """
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        plan = Plan.of(req, start_stream, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return self._streams.fetch(plan, start_stream, join)
+
+    async def afetch_stream(
+        self,
+        prompt: str,
+        start_stream: Callable[[], Any],
+        llm_string: str = "",
+        namespace: str = "default",
+        *,
+        join: Callable[[list[Any]], Any],
+        context: Any = None,
+        template_version: str = "",
+        policy: CachePolicy = "use",
+        ttl: float | None = None,
+        tags: Iterable[str] = (),
+        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
+        verbatim: bool = False,
+    ) -> AStreamed[Any]:
+        """Async twin of :meth:`fetch_stream`: ``start_stream()`` returns an async
+        iterator (or an awaitable of one); iterate the result with ``async for``."""
+        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
+        plan = Plan.of(req, start_stream, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        return await self._streams.afetch(plan, start_stream, join)
 
     # ------------------------------------------------------------------ invalidation
     def invalidate(

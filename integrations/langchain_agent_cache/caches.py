@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
+from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, Generation
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation
 
 from agent_cache import (
     NOT_STORED,
@@ -29,6 +38,7 @@ from langchain_agent_cache._chat import (
     mark_coalesced,
     mark_hit,
     model_identity,
+    replay_chunks,
     split_prompt,
     temperature_of,
 )
@@ -91,6 +101,14 @@ def _worth_storing(generations: Sequence[Generation]) -> bool:
             ):
                 return True
     return False
+
+
+def _copy(chunk: ChatGenerationChunk, update: dict[str, Any] | None = None) -> ChatGenerationChunk:
+    """A chunk with a message of its own (``update`` applied to the message)."""
+    return ChatGenerationChunk(
+        message=chunk.message.model_copy(update=update or {}),
+        generation_info=chunk.generation_info,
+    )
 
 
 def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
@@ -353,6 +371,148 @@ class AgentCache(BaseCache):
         return FetchedResult(
             mark_coalesced(generations) if self.mark_hits else generations, None, False
         )
+
+    # ------------------------------------------------------------------ streams
+    def stream_result(
+        self,
+        prompt: str,
+        llm_string: str,
+        start_stream: Callable[[], Iterable[ChatGenerationChunk]],
+        *,
+        policy: CachePolicy = "use",
+    ) -> Iterator[ChatGenerationChunk]:
+        """The chunks to stream for a request, through the core's
+        :meth:`~agent_cache.LayeredCache.fetch_stream`: a hit replayed (marked, zero
+        usage), or ``start_stream()``'s chunks, one model stream for all concurrent
+        identical requests (those that follow another's stream are marked coalesced
+        and report zero usage); stored once the stream has ended.
+
+        Example:
+            >>> for chunk in cache.stream_result(prompt, llm_string, start):  # doctest: +SKIP
+            ...     print(chunk.text, end="")
+        """
+        plan = self._plan(prompt, llm_string)
+        if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
+            found = (
+                self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") else None
+            )
+            if found is not None:
+                yield from replay_chunks(found.generations[0])
+                return
+            chunks = [_copy(c) for c in start_stream()]
+            yield from chunks
+            if chunks and policy not in ("no_store", "bypass"):
+                self.update(prompt, llm_string, generate_from_stream(iter(chunks)).generations)
+            return
+        got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, policy))
+        if got.served:
+            served = self._served(got, plan)
+            if served is not None:
+                yield from replay_chunks(served[0])
+                return
+            again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
+            got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, again))
+        first = True
+        try:
+            for chunk in got:
+                yield self._streamed(chunk, got.coalesced, first)
+                first = False
+        finally:  # a consumer that stops early leaves the stream to the others
+            got.close()
+
+    async def astream_result(
+        self,
+        prompt: str,
+        llm_string: str,
+        start_stream: Callable[[], AsyncIterator[ChatGenerationChunk]],
+        *,
+        policy: CachePolicy = "use",
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """Async twin of :meth:`stream_result`."""
+        plan = self._plan(prompt, llm_string)
+        if plan.mode != "cache":
+            found = (
+                await self.alookup_result(prompt, llm_string)
+                if policy in ("use", "no_store")
+                else None
+            )
+            if found is not None:
+                for chunk in replay_chunks(found.generations[0]):
+                    yield chunk
+                return
+            chunks = [_copy(c) async for c in start_stream()]
+            for chunk in chunks:
+                yield chunk
+            if chunks and policy not in ("no_store", "bypass"):
+                generations = generate_from_stream(iter(chunks)).generations
+                await self.aupdate(prompt, llm_string, generations)
+            return
+        got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, policy))
+        if got.served:
+            served = self._served(got, plan)
+            if served is not None:
+                for chunk in replay_chunks(served[0]):
+                    yield chunk
+                return
+            again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
+            got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, again))
+        first = True
+        try:
+            async for chunk in got:
+                yield self._streamed(chunk, got.coalesced, first)
+                first = False
+        finally:
+            await got.aclose()
+
+    def _stream_args(self, plan: _Plan, start: Callable[[], Any], policy: str) -> dict[str, Any]:
+        """``fetch_stream``'s arguments: a finished stream joined into the record to
+        store (``None``: not stored), its reported usage as the tokens."""
+        joined: list[list[Generation]] = []
+
+        def join(chunks: list[ChatGenerationChunk]) -> dict[str, Any] | None:
+            joined.append(list(generate_from_stream(iter(chunks)).generations))
+            return self._record(joined[0], plan, None)
+
+        return {
+            "prompt": plan.question,
+            "start_stream": start,
+            "llm_string": plan.llm_string,
+            "namespace": self.namespace,
+            "join": join,
+            "context": plan.context,
+            "policy": policy,
+            "ttl": self.ttl,
+            "tags": self.tags,
+            "tokens": lambda _record: _tokens(joined[0]) if joined else None,
+        }
+
+    def _served(self, got: Any, plan: _Plan) -> list[Generation] | None:
+        """The generations of a served stream outcome (a hit, or a negative entry);
+        ``None``: unreadable, the model must be called."""
+        if got.hit is not None:
+            found = self._result(got.hit, plan)
+            return None if found is None else found.generations
+        record = got.value
+        if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
+            return None
+        try:
+            generations = decode_generations(record["generations"])
+        except (SerializationError, KeyError, TypeError, ValueError):
+            return None
+        return mark_coalesced(generations) if self.mark_hits else generations
+
+    def _streamed(
+        self, chunk: ChatGenerationChunk, coalesced: bool, first: bool
+    ) -> ChatGenerationChunk:
+        """This reader's copy of a recorded chunk (LangChain sets run ids on what it
+        streams); a follower's reports no usage and says it was coalesced."""
+        if not (coalesced and self.mark_hits):
+            return _copy(chunk)
+        update: dict[str, Any] = {"usage_metadata": None}
+        if first:
+            info = {"layer": None, "score": None, "coalesced": True}
+            update["response_metadata"] = {**chunk.message.response_metadata, "agent_cache": info}
+        return _copy(chunk, update)
 
     # ------------------------------------------------------------------ BaseCache
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:

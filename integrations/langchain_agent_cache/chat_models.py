@@ -3,7 +3,9 @@
 LangChain's own ``.stream()`` never reads or writes the LLM cache, and a hit fires no
 ``on_llm_new_token`` (landscape #1-#3). This wrapper implements ``_stream``/``_astream``
 itself: a hit is replayed as chunks, so callbacks, ``astream_events`` and LangGraph's
-``stream_mode="messages"`` still see tokens; a streamed miss is stored once it completes.
+``stream_mode="messages"`` still see tokens; a streamed miss is stored once it completes,
+and concurrent identical streamed misses share one model stream (the core's
+``LayeredCache.fetch_stream``).
 """
 
 from __future__ import annotations
@@ -17,10 +19,6 @@ from langchain_core.caches import BaseCache
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
-from langchain_core.language_models.chat_models import (
-    agenerate_from_stream,
-    generate_from_stream,
-)
 from langchain_core.load import dumps
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -389,19 +387,12 @@ class CachedChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        cache = None if policy == "bypass" else self.agent_cache
-        if cache is not None and policy in ("use", "no_store"):
-            found = cache.lookup_result(call.prompt, call.llm_string)
-            if found is not None:
-                yield from replay_chunks(found.generations[0])
-                return
-        chunks: list[ChatGenerationChunk] = []
-        for chunk in self._model_stream(messages, call):
-            chunks.append(chunk)
-            yield chunk
-        if chunks and cache is not None and policy != "no_store":  # a stream run to its end
-            done = generate_from_stream(iter(chunks))
-            cache.update(call.prompt, call.llm_string, done.generations)
+        if self.agent_cache is None or policy == "bypass":
+            yield from self._model_stream(messages, call)
+            return
+        yield from self.agent_cache.stream_result(
+            call.prompt, call.llm_string, lambda: self._model_stream(messages, call), policy=policy
+        )
 
     async def _astream(
         self,
@@ -412,20 +403,15 @@ class CachedChatModel(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         policy = request_policy(kwargs.pop(CONFIG_KEY, None))
         call = self._call(messages, stop, kwargs)
-        cache = None if policy == "bypass" else self.agent_cache
-        if cache is not None and policy in ("use", "no_store"):
-            found = await cache.alookup_result(call.prompt, call.llm_string)
-            if found is not None:
-                for chunk in replay_chunks(found.generations[0]):
-                    yield chunk
-                return
-        chunks: list[ChatGenerationChunk] = []
-        async for chunk in self._amodel_stream(messages, call):
-            chunks.append(chunk)
+        if self.agent_cache is None or policy == "bypass":
+            async for chunk in self._amodel_stream(messages, call):
+                yield chunk
+            return
+        stream = self.agent_cache.astream_result(
+            call.prompt, call.llm_string, lambda: self._amodel_stream(messages, call), policy=policy
+        )
+        async for chunk in stream:
             yield chunk
-        if chunks and cache is not None and policy != "no_store":
-            done = await agenerate_from_stream(_aiter(chunks))
-            await cache.aupdate(call.prompt, call.llm_string, done.generations)
 
     # ------------------------------------------------------------------ tools, structure
     def bind_tools(
@@ -488,8 +474,3 @@ def _as_chunks(message: BaseMessage) -> Iterator[ChatGenerationChunk]:
         yield from replay_chunks(ChatGeneration(message=message))
     else:
         yield ChatGenerationChunk(message=AIMessageChunk(content=message.content))
-
-
-async def _aiter(items: Sequence[ChatGenerationChunk]) -> AsyncIterator[ChatGenerationChunk]:
-    for item in items:
-        yield item

@@ -133,6 +133,29 @@ def test_stream_replays_a_hit_token_by_token(llm_server: str, cache: LayeredCach
     assert "".join(str(c.content) for c in warm) == cold
 
 
+def test_concurrent_identical_streams_make_one_request(
+    llm_server: str, cache: LayeredCache
+) -> None:
+    import threading
+
+    llm, requests = real_llm(llm_server)
+    chat = CachedChatModel(llm=llm, cache=cache)
+    texts: list[str] = []
+    go = threading.Barrier(3)
+
+    def ask() -> None:
+        go.wait(10)
+        texts.append("".join(str(c.content) for c in chat.stream("Name a large animal.")))
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(requests) == 1 and cache.stats().stores == 1
+    assert len(texts) == 3 and texts[0].strip() and texts == [texts[0]] * 3
+
+
 async def test_async_invoke_and_stream_hit(llm_server: str, cache: LayeredCache) -> None:
     llm, requests = real_llm(llm_server)
     chat = CachedChatModel(llm=llm, cache=cache)

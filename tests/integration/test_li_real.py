@@ -129,6 +129,26 @@ def test_query_engine_serves_paraphrase_and_stable_order(
     assert cache.stats().misses == 2
 
 
+def test_concurrent_identical_streams_make_one_request(
+    model: OpenAILike, cache: LayeredCache
+) -> None:
+    import asyncio
+
+    llm = CachedLLM(llm=model, cache=cache)
+    ask = [ChatMessage(role="user", content="Name a large animal.")]
+
+    async def one() -> str:
+        return "".join([r.delta or "" async for r in await llm.astream_chat(ask)])
+
+    async def run() -> list[str]:
+        return list(await asyncio.gather(one(), one(), one()))
+
+    texts = asyncio.run(run())
+    assert texts[0].strip() and texts == [texts[0]] * 3
+    stats = cache.stats()
+    assert stats.stores == 1 and stats.coalesced == 2
+
+
 def test_stream_replay_and_async_paths(model: OpenAILike, cache: LayeredCache) -> None:
     import asyncio
 

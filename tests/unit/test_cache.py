@@ -206,11 +206,15 @@ def test_cache_policies_use_bypass_no_store_refresh() -> None:
 
     assert cache.get_or_compute("q", compute) == "v1"
     assert cache.get_or_compute("q", compute) == "v1"  # use
-    assert cache.get_or_compute("q", compute, policy="bypass") == "v2"  # recomputed, stored
-    assert cache.get_or_compute("q2", compute, policy="no_store") == "v3"
+    # bypass: neither read nor write (as agent_cache.policy documents it for the adapters)
+    assert cache.get_or_compute("q", compute, policy="bypass") == "v2"
+    assert cache.lookup("q").response == "v1"  # type: ignore[union-attr]
+    assert cache.fetch("q3", compute, policy="bypass").computed
+    assert cache.lookup("q3") is None
+    assert cache.get_or_compute("q2", compute, policy="no_store") == "v4"
     assert cache.lookup("q2") is None
-    assert cache.get_or_compute("q", compute, policy="refresh") == "v4"
-    assert cache.lookup("q").response == "v4"  # type: ignore[union-attr]
+    assert cache.get_or_compute("q", compute, policy="refresh") == "v5"
+    assert cache.lookup("q").response == "v5"  # type: ignore[union-attr]
     assert cache.lookup("q", policy="bypass") is None
     with pytest.raises(ConfigurationError):
         cache.lookup("q", policy="sometimes")  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ def test_all_is_pinned() -> None:
         [
             "DEFAULT_THRESHOLD",
             "NOT_STORED",
+            "AStreamed",
             "AgentCacheError",
             "BackendError",
             "CacheHit",
@@ -25,6 +26,8 @@ def test_all_is_pinned() -> None:
             "PriceTable",
             "SerializationError",
             "StepCache",
+            "StreamAbandoned",
+            "Streamed",
             "ToolCache",
             "TtlPolicy",
             "TtlTier",

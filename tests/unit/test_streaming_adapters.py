@@ -4,6 +4,8 @@ streamed and non-streamed requests alike."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -14,7 +16,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tracers.context import collect_runs
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+)
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.llms.agent_cache import CachedLLM
 from pydantic import PrivateAttr
@@ -98,6 +102,98 @@ def test_li_async_stream_stored_once_and_served_to_achat() -> None:
     first, whole, again = asyncio.run(go())
     assert first == whole == again and inner.total() == 1
     assert llm.cache.stats().stores == 1 and len(counter.llm_token_counts) == 1
+
+
+def _wait_for_readers(cache: LayeredCache, n: int) -> None:
+    """Until ``n`` readers follow the one stream in flight (the model holds it)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        flights = list(cache._streams._flights.values())
+        if flights and flights[0].drivers >= n:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"{n} readers never joined one stream")
+
+
+class HeldLLM(CountingLLM):
+    """``CountingLLM`` whose streams hold after their first delta until released, so
+    concurrent requests overlap with them."""
+
+    _release: threading.Event = PrivateAttr(default_factory=threading.Event)
+
+    def _held(self, stream: Iterator[Any]) -> Iterator[Any]:
+        for i, response in enumerate(stream):
+            if i == 1:
+                assert self._release.wait(5)
+            yield response
+
+    async def _aheld(self, stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        i = 0
+        async for response in stream:
+            while i == 1 and not self._release.is_set():
+                await asyncio.sleep(0.005)
+            i += 1
+            yield response
+
+    def stream_chat(self, messages: Any, **kw: Any) -> Any:
+        return self._held(super().stream_chat(messages, **kw))
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kw: Any) -> Any:
+        return self._held(super().stream_complete(prompt, formatted=formatted, **kw))
+
+    async def astream_chat(self, messages: Any, **kw: Any) -> Any:
+        return self._aheld(await super().astream_chat(messages, **kw))
+
+
+@pytest.mark.parametrize("api", ["stream_chat", "stream_complete"])
+def test_li_concurrent_identical_streamed_misses_make_one_call_and_one_write(api: str) -> None:
+    counter = TokenCountingHandler()
+    inner = HeldLLM()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    llm = CachedLLM(llm=inner, cache=cache, callback_manager=CallbackManager([counter]))
+    n = 3
+    texts = [""] * n
+    marks: list[Any] = [None] * n
+
+    def reader(k: int) -> None:
+        if api == "stream_chat":
+            out = list(llm.stream_chat(user(QUESTION)))
+        else:
+            out = list(llm.stream_complete(QUESTION))
+        texts[k] = "".join(r.delta or "" for r in out)
+        marks[k] = out[-1].additional_kwargs["agent_cache"]
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    _wait_for_readers(cache, n)
+    inner._release.set()
+    for t in threads:
+        t.join(10)
+    assert inner.total() == 1 and cache.stats().stores == 1
+    assert texts[0] and texts == [texts[0]] * n
+    assert len(counter.llm_token_counts) == 1  # the miss counted once, by its own call
+    assert sorted(bool(m.get("coalesced")) for m in marks) == [False] + [True] * (n - 1)
+    assert all(m["hit"] is False for m in marks)
+
+
+def test_li_concurrent_identical_async_streamed_misses_make_one_call_and_one_write() -> None:
+    inner = HeldLLM()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    llm = CachedLLM(llm=inner, cache=cache)
+
+    async def reader() -> str:
+        return "".join([r.delta or "" async for r in await llm.astream_chat(user(QUESTION))])
+
+    async def main() -> list[str]:
+        tasks = [asyncio.create_task(reader()) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        inner._release.set()
+        return list(await asyncio.gather(*tasks))
+
+    texts = asyncio.run(main())
+    assert texts[0] and texts == [texts[0]] * 3
+    assert inner.total() == 1 and cache.stats().stores == 1
 
 
 # ---------------------------------------------------------------- LangChain
@@ -193,3 +289,80 @@ def test_lc_async_stream_stored_once_then_ainvoke_hits() -> None:
     assert asyncio.run(go()) == "".join(WORDS)
     assert inner._calls == 1
     assert chat.agent_cache.layered.stats().stores == 1  # type: ignore[union-attr]
+
+
+class HeldStreamingChat(StreamingChat):
+    """``StreamingChat`` whose stream holds after its first chunk until released, so
+    concurrent requests overlap with it."""
+
+    _release: threading.Event = PrivateAttr(default_factory=threading.Event)
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        chunks = self._chunks()
+        yield chunks[0]
+        assert self._release.wait(5)
+        yield from chunks[1:]
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunks = self._chunks()
+        yield chunks[0]
+        while not self._release.is_set():
+            await asyncio.sleep(0.005)
+        for chunk in chunks[1:]:
+            yield chunk
+
+
+def _held_lc() -> tuple[CachedChatModel, HeldStreamingChat]:
+    inner = HeldStreamingChat()
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    return CachedChatModel(llm=inner, cache=cache), inner
+
+
+def test_lc_concurrent_identical_streamed_misses_make_one_call_and_one_write() -> None:
+    chat, inner = _held_lc()
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+    n = 3
+    texts: list[str] = [""] * n
+    usage: list[int] = [0] * n
+    marks: list[Any] = [None] * n
+
+    def reader(k: int) -> None:
+        with get_usage_metadata_callback() as cb:
+            chunks = list(chat.stream(QUESTION))
+        texts[k] = "".join(str(c.content) for c in chunks)
+        usage[k] = sum(u["total_tokens"] for u in cb.usage_metadata.values())
+        marks[k] = [c.response_metadata.get("agent_cache") for c in chunks if c.response_metadata]
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    _wait_for_readers(layered, n)
+    inner._release.set()
+    for t in threads:
+        t.join(10)
+    assert inner._calls == 1 and layered.stats().stores == 1
+    assert texts == ["".join(WORDS)] * n
+    assert sorted(usage) == [0] * (n - 1) + [11]  # the miss counted once, followers as zero
+    coalesced = [m for m in marks if any(x and x.get("coalesced") for x in m)]
+    assert len(coalesced) == n - 1
+
+
+def test_lc_concurrent_identical_async_streamed_misses_make_one_call_and_one_write() -> None:
+    chat, inner = _held_lc()
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+
+    async def reader() -> str:
+        return "".join([str(c.content) async for c in chat.astream(QUESTION)])
+
+    async def main() -> list[str]:
+        tasks = [asyncio.create_task(reader()) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        inner._release.set()
+        return list(await asyncio.gather(*tasks))
+
+    assert asyncio.run(main()) == ["".join(WORDS)] * 3
+    assert inner._calls == 1 and layered.stats().stores == 1

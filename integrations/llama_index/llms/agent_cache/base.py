@@ -281,19 +281,6 @@ class CachedLLM(FunctionCallingLLM):
             "context": call.scope.context,
         }
 
-    def _store_args(self, call: _Call, payload: Any, response: Any) -> dict[str, Any]:
-        """Record the model call's token usage (the KV-layer numbers); the store's args."""
-        total, prompt_tokens, cached = _codec.usage(response)
-        if prompt_tokens is not None:
-            self._cache.record_model_usage(prompt_tokens, cached)
-        return {
-            **self._lookup_args(call),
-            "response": payload,
-            "ttl": self.ttl,
-            "tags": self.tags,
-            "tokens": _reported(total, prompt_tokens),
-        }
-
     def _served(self, call: _Call, hit: CacheHit) -> dict[str, Any]:
         """Announce a served hit; returns what goes in ``additional_kwargs``."""
         dispatcher.event(
@@ -317,39 +304,6 @@ class CachedLLM(FunctionCallingLLM):
 
     def _missed(self, call: _Call) -> None:
         dispatcher.event(CacheMissEvent(question=call.scope.question, namespace=self.namespace))
-
-    # ------------------------------------------------------------------ cache I/O
-    def _lookup(self, call: _Call, policy: str = "use") -> CacheHit | None:
-        try:
-            return self._cache.lookup(**self._lookup_args(call), policy=policy)  # type: ignore[arg-type]
-        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
-            log.warning("agent-cache lookup skipped: %s", exc)
-            return None
-
-    async def _alookup(self, call: _Call, policy: str = "use") -> CacheHit | None:
-        try:
-            return await self._cache.alookup(**self._lookup_args(call), policy=policy)  # type: ignore[arg-type]
-        except AgentCacheError as exc:
-            log.warning("agent-cache lookup skipped: %s", exc)
-            return None
-
-    def _save(self, call: _Call, payload: Any, response: Any) -> None:
-        args = self._store_args(call, payload, response)
-        if payload is None:
-            return
-        try:
-            self._cache.store(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache store skipped: %s", exc)
-
-    async def _asave(self, call: _Call, payload: Any, response: Any) -> None:
-        args = self._store_args(call, payload, response)
-        if payload is None:
-            return
-        try:
-            await self._cache.astore(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache store skipped: %s", exc)
 
     # ------------------------------------------------------------------ one request path
     def _fetch_args(self, call: _Call, policy: str, codec: _Codec) -> dict[str, Any]:
@@ -522,17 +476,28 @@ class CachedLLM(FunctionCallingLLM):
     # tokens), only the dispatcher's start/end events once the replay has run.
     @dispatcher.span
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        """Stream through the cache; ``agent_cache=`` as in :meth:`chat`. A streamed miss
-        is stored once it has run to its end."""
+        """Stream through the cache; ``agent_cache=`` as in :meth:`chat`. Concurrent
+        identical streamed misses share one model stream (the core's
+        ``LayeredCache.fetch_stream``); it is stored once it has run to its end."""
         policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
         call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
         inner = self._silent_inner()
         if call is None:
             return inner.stream_chat(messages, **kwargs)
-        replay = self._chat_replay(call, self._lookup(call, policy))
+        args = self._stream_args(
+            call, policy, lambda: _missed_marks(inner.stream_chat(messages, **kwargs)), _chat_final
+        )
+        try:
+            got = self._cache.fetch_stream(**args)
+        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
+            log.warning("agent-cache skipped: %s", exc)
+            return inner.stream_chat(messages, **kwargs)
+        replay = self._chat_served(call, got)
         if replay is not None:
             return self._announced("chat", messages, replay)
-        return self._record_chat(call, inner.stream_chat(messages, **kwargs), policy)
+        if got.served:  # an entry it cannot read: ask the model again, and overwrite it
+            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
+        return _followed(got)
 
     def _announced(self, api: str, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
         last = None
@@ -550,18 +515,6 @@ class CachedLLM(FunctionCallingLLM):
         if last is not None:
             self._announce_hit(api, args, last)
 
-    def _record_chat(self, call: _Call, stream: ChatResponseGen, policy: str) -> ChatResponseGen:
-        last: ChatResponse | None = None
-        deltas: list[str] = []
-        for response in stream:
-            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
-            last = response
-            deltas.append(response.delta or "")
-            yield response
-        if last is not None and policy != "no_store":  # stored once the stream has ended
-            message = _codec.final_message(last, deltas)
-            self._save(call, _codec.chat_payload(message), last)
-
     @dispatcher.span
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
@@ -572,24 +525,68 @@ class CachedLLM(FunctionCallingLLM):
         inner = self._silent_inner()
         if call is None:
             return await inner.astream_chat(messages, **kwargs)
-        replay = self._chat_replay(call, await self._alookup(call, policy))
+
+        async def start() -> ChatResponseAsyncGen:
+            return _amissed_marks(await inner.astream_chat(messages, **kwargs))
+
+        args = self._stream_args(call, policy, start, _chat_final)
+        try:
+            got = await self._cache.afetch_stream(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            return await inner.astream_chat(messages, **kwargs)
+        replay = self._chat_served(call, got)
         if replay is not None:
             return self._aannounced("chat", messages, replay)
-        return self._arecord_chat(call, await inner.astream_chat(messages, **kwargs), policy)
+        if got.served:
+            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
+        return _afollowed(got)
 
-    async def _arecord_chat(
-        self, call: _Call, stream: ChatResponseAsyncGen, policy: str
-    ) -> ChatResponseAsyncGen:
-        last: ChatResponse | None = None
-        deltas: list[str] = []
-        async for response in stream:
-            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
-            last = response
-            deltas.append(response.delta or "")
-            yield response
-        if last is not None and policy != "no_store":
-            message = _codec.final_message(last, deltas)
-            await self._asave(call, _codec.chat_payload(message), last)
+    # ------------------------------------------------------------------ streams
+    def _stream_args(
+        self,
+        call: _Call,
+        policy: str,
+        start: Callable[[], Any],
+        final: Callable[[list[Any]], Any],
+    ) -> dict[str, Any]:
+        """``fetch_stream``'s arguments: the finished stream's payload (``final``), its
+        last response's usage as the tokens (and the KV-layer numbers)."""
+        paid: list[Any] = []
+
+        def join(chunks: list[Any]) -> Any:
+            if not chunks:
+                return None
+            paid.append(chunks[-1])
+            return final(chunks)
+
+        return {
+            **self._fetch_args(call, paid, policy),
+            "start_stream": start,
+            "join": join,
+        }
+
+    def _chat_served(self, call: _Call, got: Any) -> Iterator[ChatResponse] | None:
+        """The replay of a served stream outcome; ``None`` (a miss announced) when
+        the model's stream is to be read."""
+        if got.hit is not None:
+            return self._chat_replay(call, got.hit)
+        message = _codec.message_from_payload(got.value) if got.served else None
+        if message is None:
+            self._missed(call)
+            return None
+        return _codec.replay_chat(message, {"agent_cache": {**_MISS, "coalesced": True}})
+
+    def _completion_served(self, call: _Call, got: Any) -> Iterator[CompletionResponse] | None:
+        """:meth:`_chat_served` for completions."""
+        if got.hit is not None:
+            served = self._completion_text(call, got.hit)
+            return None if served is None else _codec.replay_completion(*served)
+        text = _codec.completion_text(got.value) if got.served else None
+        if text is None:
+            self._missed(call)
+            return None
+        return _codec.replay_completion(text, {"agent_cache": {**_MISS, "coalesced": True}})
 
     # ------------------------------------------------------------------ completion
     def _completion_text(
@@ -690,25 +687,23 @@ class CachedLLM(FunctionCallingLLM):
         inner = self._silent_inner()
         if call is None:
             return inner.stream_complete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, self._lookup(call, policy))
-        if served is not None:
-            return self._announced("complete", prompt, _codec.replay_completion(*served))
-        stream = inner.stream_complete(prompt, formatted=formatted, **kwargs)
-        return self._record_completion(call, stream, policy)
-
-    def _record_completion(
-        self, call: _Call, stream: CompletionResponseGen, policy: str
-    ) -> CompletionResponseGen:
-        last: CompletionResponse | None = None
-        deltas: list[str] = []
-        for response in stream:
-            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
-            last = response
-            deltas.append(response.delta or "")
-            yield response
-        if last is not None and policy != "no_store":
-            final = _final_completion(last, deltas)
-            self._save(call, _codec.completion_payload(final), last)
+        args = self._stream_args(
+            call,
+            policy,
+            lambda: _missed_marks(inner.stream_complete(prompt, formatted=formatted, **kwargs)),
+            _completion_final,
+        )
+        try:
+            got = self._cache.fetch_stream(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            return inner.stream_complete(prompt, formatted=formatted, **kwargs)
+        replay = self._completion_served(call, got)
+        if replay is not None:
+            return self._announced("complete", prompt, replay)
+        if got.served:
+            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
+        return _followed(got)
 
     @dispatcher.span
     async def astream_complete(
@@ -724,25 +719,23 @@ class CachedLLM(FunctionCallingLLM):
         inner = self._silent_inner()
         if call is None:
             return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-        served = self._completion_text(call, await self._alookup(call, policy))
-        if served is not None:
-            return self._aannounced("complete", prompt, _codec.replay_completion(*served))
-        stream = await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-        return self._arecord_completion(call, stream, policy)
 
-    async def _arecord_completion(
-        self, call: _Call, stream: CompletionResponseAsyncGen, policy: str
-    ) -> CompletionResponseAsyncGen:
-        last: CompletionResponse | None = None
-        deltas: list[str] = []
-        async for response in stream:
-            response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
-            last = response
-            deltas.append(response.delta or "")
-            yield response
-        if last is not None and policy != "no_store":
-            final = _final_completion(last, deltas)
-            await self._asave(call, _codec.completion_payload(final), last)
+        async def start() -> CompletionResponseAsyncGen:
+            stream = await inner.astream_complete(prompt, formatted=formatted, **kwargs)
+            return _amissed_marks(stream)
+
+        args = self._stream_args(call, policy, start, _completion_final)
+        try:
+            got = await self._cache.afetch_stream(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
+        replay = self._completion_served(call, got)
+        if replay is not None:
+            return self._aannounced("complete", prompt, replay)
+        if got.served:
+            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
+        return _afollowed(got)
 
     # ------------------------------------------------------------------ template hints
     @contextlib.contextmanager
@@ -871,6 +864,58 @@ def _load_llm(data: Mapping[str, Any]) -> LLM:
         if found:
             return kind.from_dict(dict(data))  # type: ignore[no-any-return]
     raise ConfigurationError(f"cannot rebuild the wrapped LLM: no loaded class named {name!r}")
+
+
+def _missed_marks(stream: Iterable[Any]) -> Generator[Any, None, None]:
+    """The model's responses marked as a miss, before any reader sees them."""
+    for response in stream:
+        response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+        yield response
+
+
+async def _amissed_marks(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    async for response in stream:
+        response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+        yield response
+
+
+def _as_follower(response: Any) -> Any:
+    """A follower's copy of a recorded response: marked coalesced (it cost nothing)."""
+    kwargs = {**response.additional_kwargs, "agent_cache": {**_MISS, "coalesced": True}}
+    return response.model_copy(update={"additional_kwargs": kwargs})
+
+
+def _followed(got: Any) -> Generator[Any, None, None]:
+    """This reader's responses (a consumer that stops early leaves the stream to the
+    others, or closes it when it was the last)."""
+    try:
+        for response in got:
+            yield response if got.computed else _as_follower(response)
+    finally:
+        got.close()
+
+
+async def _afollowed(got: Any) -> AsyncGenerator[Any, None]:
+    try:
+        async for response in got:
+            yield response if got.computed else _as_follower(response)
+    finally:
+        await got.aclose()
+
+
+def _again(policy: str) -> str:
+    """The policy of a second try after an entry that could not be read."""
+    return "no_store" if policy == "no_store" else "refresh"
+
+
+def _chat_final(chunks: list[ChatResponse]) -> Any:
+    message = _codec.final_message(chunks[-1], [r.delta or "" for r in chunks])
+    return _codec.chat_payload(message)
+
+
+def _completion_final(chunks: list[CompletionResponse]) -> Any:
+    final = _final_completion(chunks[-1], [r.delta or "" for r in chunks])
+    return _codec.completion_payload(final)
 
 
 def _final_completion(last: CompletionResponse, deltas: Sequence[str]) -> CompletionResponse:
