@@ -306,19 +306,25 @@ class CachedLLM(FunctionCallingLLM):
         dispatcher.event(CacheMissEvent(question=call.scope.question, namespace=self.namespace))
 
     # ------------------------------------------------------------------ one request path
-    def _fetch_args(self, call: _Call, policy: str, codec: _Codec) -> dict[str, Any]:
-        def tokens(response: Any) -> Any:
-            total, prompt_tokens, cached = _codec.usage(response)
-            if prompt_tokens is not None:
-                self._cache.record_model_usage(prompt_tokens, cached)
-            return _reported(total, prompt_tokens)
+    def _paid_tokens(self, response: Any) -> Any:
+        """What the model reported for one paid response (and the KV-layer numbers)."""
+        total, prompt_tokens, cached = _codec.usage(response)
+        if prompt_tokens is not None:
+            self._cache.record_model_usage(prompt_tokens, cached)
+        return _reported(total, prompt_tokens)
 
+    def _write_args(self, call: _Call, policy: str, tokens: Callable[[Any], Any]) -> dict[str, Any]:
         return {
             **self._lookup_args(call),
             "ttl": self.ttl,
             "tags": self.tags,
             "policy": policy,
             "tokens": tokens,
+        }
+
+    def _fetch_args(self, call: _Call, policy: str, codec: _Codec) -> dict[str, Any]:
+        return {
+            **self._write_args(call, policy, self._paid_tokens),
             "encode": codec[0],
             "decode": codec[1],
         }
@@ -560,8 +566,11 @@ class CachedLLM(FunctionCallingLLM):
             paid.append(chunks[-1])
             return final(chunks)
 
+        def tokens(_payload: Any) -> Any:  # the stream's usage rides on its last response
+            return self._paid_tokens(paid[0]) if paid else None
+
         return {
-            **self._fetch_args(call, paid, policy),
+            **self._write_args(call, policy, tokens),
             "start_stream": start,
             "join": join,
         }
