@@ -86,8 +86,8 @@ class LayeredCache:
         negative_ttl: seconds during which a prompt whose answer was empty or a refusal
             gets that answer again without a model call (per process); ``None``: off.
         quotas: ``{namespace: entries}``: a namespace past its budget evicts its own
-            least recently used (memory) or oldest-written (SQLite) entries, so one
-            tenant's traffic never evicts another's (memory and SQLite stores).
+            least recently used (memory) or oldest-written (SQLite, Redis) entries, so
+            one tenant's traffic never evicts another's.
         refresh_ahead: seconds before an entry expires during which a
             :meth:`get_or_compute` hit still serves it but starts one background
             refresh (one per key in the deployment), so a hot key never expires into a

@@ -180,11 +180,12 @@ class RedisStore:
             self._nt(namespace): "set",
             self._prefix + "namespaces": "set",
             self._prefix + "x": "zset",
+            self._w(namespace): "zset",
         }
         expected.update((self._t(namespace, t), "set") for t in new_tags)
         with self._errors("set", key):
             self._repairing(
-                lambda: self._set_once(key, value, namespace, expires_at, ttl_ms, new_tags),
+                lambda: self._set_once(key, value, namespace, expires_at, ttl_ms, new_tags, now),
                 expected,
             )
 
@@ -196,6 +197,7 @@ class RedisStore:
         expires_at: float | None,
         ttl_ms: int | None,
         new_tags: list[str],
+        now: float,
     ) -> None:
         client = self._redis()
         read = client.pipeline(transaction=False)
@@ -211,6 +213,7 @@ class RedisStore:
             pipe.srem(self._t(old_ns if old_ns is not None else namespace, tag), key)
         if old_ns is not None and moved:
             pipe.srem(self._ns(namespace=old_ns), key)
+            pipe.zrem(self._w(old_ns), key)
         pipe.delete(self._e(key), self._kt(key))
         fields = {"v": value, "n": namespace}
         if expires_at is not None:
@@ -226,6 +229,7 @@ class RedisStore:
                 pipe.sadd(self._t(namespace, tag), key)
             pipe.sadd(self._nt(namespace), *new_tags)
         pipe.sadd(self._ns(namespace), key)
+        pipe.zadd(self._w(namespace), {key: float(now)})  # write order, for quotas
         pipe.sadd(self._prefix + "namespaces", namespace)
         if expires_at is not None:
             pipe.zadd(self._prefix + "x", {key: float(expires_at)})
@@ -259,6 +263,7 @@ class RedisStore:
                 pipe = client.pipeline(transaction=False)
                 for name in names:
                     pipe.srem(self._ns(name), *gone)
+                    pipe.zrem(self._w(name), *gone)
                 pipe.execute()
             client.zrem(self._prefix + "x", *due)
             return doomed
@@ -271,6 +276,44 @@ class RedisStore:
             for chunk in _chunks(unique):
                 removed += self._delete_chunk(chunk)
         return removed
+
+    def evict_over(self, namespace: str, keep: int) -> list[str]:
+        """Evict ``namespace``'s oldest-written records beyond ``keep`` (a per-tenant
+        quota: other namespaces are never touched), tags included; return their keys.
+
+        The write order lives in a sorted set per namespace; members whose record is gone
+        (expired natively, or moved to another namespace) are dropped without counting.
+        Two processes evicting at once may each remove the same excess: a namespace can
+        end a little under its quota, never over it for long.
+        """
+        with self._errors("evict_over"):
+            client = self._redis()
+            order = self._w(namespace)
+            doomed: list[str] = []
+            for _ in range(8):  # each round drops stale members; a few suffice
+                excess = int(client.zcard(order)) - keep - len(doomed)
+                if excess <= 0:
+                    break
+                oldest = [_text(k) for k in client.zrange(order, 0, excess - 1 + len(doomed))]
+                oldest = [k for k in oldest if k not in doomed][:excess]
+                if not oldest:
+                    break
+                read = client.pipeline(transaction=False)
+                for key in oldest:
+                    read.hget(self._e(key), "n")
+                owners = read.execute()
+                mine = [
+                    k
+                    for k, n in zip(oldest, owners, strict=True)
+                    if n is not None and _text(n) == namespace
+                ]
+                stale = set(oldest).difference(mine)
+                if stale:
+                    client.zrem(order, *stale)
+                doomed.extend(mine)
+            for chunk in _chunks(doomed):
+                self._delete_chunk(chunk)
+            return doomed
 
     def keys_for_tag(self, tag: str, limit: int, *, namespace: str | None = None) -> list[str]:
         """Up to ``limit`` keys that carry ``tag`` (in ``namespace``, or in any namespace).
@@ -342,7 +385,7 @@ class RedisStore:
         tags = [_text(t) for t in client.smembers(self._nt(namespace))]
         for chunk in _chunks(tags):  # the namespace's tag index, stale rows included
             client.delete(*(self._t(namespace, t) for t in chunk))
-        client.delete(self._nt(namespace))
+        client.delete(self._nt(namespace), self._w(namespace))
         return removed
 
     def count(self, namespace: str | None = None) -> int:
@@ -535,6 +578,9 @@ class RedisStore:
     def _ns(self, namespace: str) -> str:
         return f"{self._prefix}ns:{namespace}"
 
+    def _w(self, namespace: str) -> str:
+        return f"{self._prefix}w:{len(namespace)}:{namespace}"
+
     def _c(self, counter: str) -> str:
         return f"{self._prefix}c:{counter}"
 
@@ -618,6 +664,7 @@ class RedisStore:
             for tag in found[2 * i]:
                 pipe.srem(self._t(_text(owner), _text(tag)), key)
             pipe.srem(self._ns(_text(owner)), key)
+            pipe.zrem(self._w(_text(owner)), key)
         return int(pipe.execute()[0])
 
     def _verify_tagged(self, namespace: str, tag: str, candidates: list[str]) -> list[str]:

@@ -251,6 +251,26 @@ class StoreConformance:
         store.clear("alpha")
         assert store.namespace_counts() == {"beta": 1}
 
+    def test_evict_over_keeps_a_namespace_to_its_quota_and_touches_no_other(
+        self, store: KVStore
+    ) -> None:
+        # quotas (LayeredCache(quotas=...)) stand on this on every backend, Redis included
+        for i in range(10):
+            store.set(f"n{i}", '"n"', namespace="noisy", expires_at=None, tags=["t"], now=float(i))
+        for i in range(3):
+            store.set(f"q{i}", '"q"', namespace="quiet", expires_at=None, now=float(i))
+        store.set("n0", '"moved"', namespace="quiet", expires_at=None, now=20.0)  # not noisy's
+        evict_over = store.evict_over  # type: ignore[attr-defined]  # not in KVStore: optional
+        assert evict_over("noisy", 5) == ["n1", "n2", "n3", "n4"]
+        assert store.count("noisy") == 5
+        assert store.count("quiet") == 4
+        assert store.get("n0", now=30.0) == '"moved"'
+        assert set(store.keys_for_tag("t", 100, namespace="noisy")) == {
+            f"n{i}" for i in range(5, 10)
+        }
+        assert evict_over("noisy", 5) == []
+        assert evict_over("quiet", 10) == []
+
 
 class TestMemoryStore(StoreConformance):
     @pytest.fixture
