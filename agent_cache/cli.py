@@ -159,6 +159,7 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
         seed=args.seed,
         holdout=args.holdout,
         target_precision=args.target_precision,
+        base=args.base,
         log=print,
     )
     print(
@@ -534,6 +535,12 @@ def build_parser() -> argparse.ArgumentParser:
     tv.add_argument("file", help="labeled pairs: {a, b, label} JSON lines")
     tv.add_argument("--out", required=True, help="directory the model is saved to")
     tv.add_argument("--epochs", type=int, default=1)
+    tv.add_argument(
+        "--base",
+        default=None,
+        help="initial weights: a cross-encoder name or local directory (a model pretrained "
+        "for pairs trains a far stronger verifier; default: the bundled all-MiniLM-L6-v2)",
+    )
     tv.add_argument(
         "--limit", type=int, default=30000, help="training rows (pairs + mined + counterfactual)"
     )

@@ -112,12 +112,15 @@ def test_cli_passes_the_excluded_sample(tmp_path: Path, monkeypatch: pytest.Monk
                 "20",
                 "--epochs",
                 "2",
+                "--base",
+                "cross-encoder/ms-marco-MiniLM-L6-v2",
             ]
         )
         == 0
     )
     assert seen["exclude"] == sample_questions(path, 8)
     assert (seen["limit"], seen["epochs"], seen["seed"]) == (20, 2, 0)
+    assert seen["base"] == "cross-encoder/ms-marco-MiniLM-L6-v2"  # a pretrained pair model
 
 
 # ---------------------------------------------------------------- the new trainer's parts
