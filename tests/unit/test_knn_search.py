@@ -362,12 +362,10 @@ class _Gate:
 
     def __init__(self) -> None:
         self.open = threading.Event()
-        self.started = 0
         self._real = _int8._build
 
     def __call__(self, rows: npt.NDArray[np.float32]) -> _int8.Int8Index:
         snapshot = rows.copy()
-        self.started += 1
         if not self.open.wait(20):
             raise TimeoutError("the test never opened the gate")
         return self._real(snapshot)
@@ -380,7 +378,9 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Gate]:
     g = _Gate()
     monkeypatch.setattr(_int8, "_build", g)
     yield g
-    g.open.set()  # let any thread still waiting finish
+    g.open.set()  # let any thread still waiting finish, before the next test counts them
+    for thread in _builds():
+        thread.join(20)
 
 
 def _timed(call: Callable[[], object]) -> float:
@@ -405,7 +405,7 @@ def test_a_due_build_never_stalls_a_search(store: Store, gate: _Gate) -> None:
     # the first build is due: the search answers exactly without waiting for it
     assert _timed(lambda: _check(store, data)) < 10  # the gate holds the build 20 s
     part = store._partitions["s0"]
-    assert gate.started == 1 and part.int8.building and part.index is None
+    assert part.int8.builds == 1 and part.int8.building and part.index is None
     gate.open.set()
     part.int8.wait(20)
     _check(store, data)
@@ -474,7 +474,8 @@ def test_one_build_per_scope_and_one_more_when_due_again(store: Store, gate: _Ga
     for q in data.queries[:10]:  # every scope due, many searches: one thread each
         for scope in ("s0", "s1", "s2"):
             store.query(q, k=3, scope=scope, now=0.0)
-    assert len(_builds()) == 3 and gate.started == 3
+    parts = [store._partitions[scope] for scope in ("s0", "s1", "s2")]
+    assert len(_builds()) == 3 and all(p.int8.building and p.int8.builds == 1 for p in parts)
     part = store._partitions["s0"]
     n = len(part)
     rng = np.random.default_rng(7)  # more churn while the build runs: due again after it
