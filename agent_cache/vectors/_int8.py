@@ -22,6 +22,8 @@ is used and every search is the exact float32 product.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +42,8 @@ REBUILD_SHARE = 0.1
 SLACK = 1e-4
 #: Build copies in a background thread; ``False``: inside the search that finds one due.
 BACKGROUND = True
+#: Niceness of a build thread: searches get the cores first, the build the time left.
+_NICE = 10
 
 _ORT: Any = None
 
@@ -181,7 +185,8 @@ class Builder:
     and marked stale on the new copy when the first call after the thread finished swaps
     it in, so what the copy may have read of such a row is never trusted; rows appended
     after the start are newer than the copy and scored exactly anyway. A copy that is
-    already worn when swapped in starts the next build at once. A forked child inherits no
+    already worn when swapped in starts the next build at once. The thread runs at a lower
+    priority (``_NICE``, Linux), so searches keep the cores. A forked child inherits no
     thread: a build the parent had running is started afresh, never waited for.
 
     Args:
@@ -242,6 +247,8 @@ class Builder:
         thread.start()
 
     def _run(self, rows: npt.NDArray[np.float32]) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: niceness is per thread
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
         try:
             self._result = (self._build or _build)(rows)
         except BaseException as exc:  # raised by the search that would swap it in
