@@ -11,19 +11,27 @@ float32 product. The answer is the exact search's answer.
 
 The copy is a snapshot of the rows when it was built. Rows written or moved since then
 are marked stale and scored exactly, like the rows appended after it; when they make up
-more than ``REBUILD_SHARE`` of the rows the copy is rebuilt (~0.2 s at 100,000 rows).
+more than ``REBUILD_SHARE`` of the rows the copy is rebuilt (~0.3 s at 100,000 rows).
+The rebuild runs off the search path (:class:`Builder`): one daemon thread per scope
+builds the new copy while searches go on with the old one (stale copy plus exact rows:
+slower, still exact); the first search after it finished swaps it in. ``BACKGROUND =
+False`` builds inside the search instead (tests).
 Without ``onnxruntime`` and ``onnx`` (the ``agent-cache[onnx]`` extra) nothing of this
 is used and every search is the exact float32 product.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MIN_ROWS", "REBUILD_SHARE", "Int8Index", "available"]
+__all__ = ["BACKGROUND", "MIN_ROWS", "REBUILD_SHARE", "Builder", "Int8Index", "available"]
 
 #: Scopes with at least this many rows get an int8 first pass (below, the float32
 #: matrix fits in the CPU caches and the plain product is as fast).
@@ -32,6 +40,10 @@ MIN_ROWS = 20_000
 REBUILD_SHARE = 0.1
 #: Added to every bound: float32 rounding of the exact products and of the scales.
 SLACK = 1e-4
+#: Build copies in a background thread; ``False``: inside the search that finds one due.
+BACKGROUND = True
+#: Niceness of a build thread: searches get the cores first, the build the time left.
+_NICE = 10
 
 _ORT: Any = None
 
@@ -50,19 +62,26 @@ def available() -> bool:
     return _ORT is not False
 
 
-def _session(codes_t: npt.NDArray[np.int8], threads: int) -> Any:
+def _session(codes_t: npt.NDArray[np.int8], threads: int) -> tuple[Any, Any]:
+    """The session, and the ``OrtValue`` over ``codes_t`` it reads (keep both alive).
+
+    The codes reach ONNX Runtime as an external initializer over the array's own memory,
+    not copied into the model's protobuf: serializing 38 MB held the GIL for ~100 ms
+    (stalling searches on other threads while a copy is built in the background) and made
+    the build ~3x slower.
+    """
     from onnx import TensorProto, helper, numpy_helper
 
     dim, rows = codes_t.shape
+    codes = TensorProto(name="codes", data_type=TensorProto.INT8, dims=[dim, rows])
+    codes.data_location = TensorProto.EXTERNAL
+    codes.external_data.add(key="location", value="agent_cache_int8_codes")
     graph = helper.make_graph(
         [helper.make_node("MatMulInteger", ["q", "codes", "zero"], ["y"])],
         "agent_cache_int8_knn",
         [helper.make_tensor_value_info("q", TensorProto.UINT8, ["b", dim])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, ["b", rows])],
-        initializer=[
-            numpy_helper.from_array(codes_t, "codes"),
-            numpy_helper.from_array(np.array(128, dtype=np.uint8), "zero"),
-        ],
+        initializer=[codes, numpy_helper.from_array(np.array(128, dtype=np.uint8), "zero")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -70,9 +89,12 @@ def _session(codes_t: npt.NDArray[np.int8], threads: int) -> Any:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return _ORT.InferenceSession(
+    value = _ORT.OrtValue.ortvalue_from_numpy(codes_t)
+    options.add_external_initializers(["codes"], [value])
+    session = _ORT.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
+    return session, value
 
 
 def _quantize(
@@ -115,7 +137,8 @@ class Int8Index:
         self._error32 = (self.error + SLACK).astype(np.float32)
         self.stale = np.zeros(self.rows, dtype=bool)
         self.stale_count = 0
-        self._session = _session(np.ascontiguousarray(codes.T), threads)
+        self._codes_t = np.ascontiguousarray(codes.T)
+        self._session, self._codes_value = _session(self._codes_t, threads)
 
     def mark(self, row: int) -> None:
         """Row ``row`` no longer holds the vector the copy was built from."""
@@ -143,3 +166,101 @@ class Int8Index:
         bound = qerror.astype(np.float32)[:, None] * self._norms32[None, :]
         bound += self._error32[None, :]
         return approx, bound
+
+
+def _build(matrix: npt.NDArray[np.float32]) -> Int8Index:
+    from agent_cache.vectors._search import search_threads
+
+    return Int8Index(matrix, search_threads())
+
+
+class Builder:
+    """One partition's int8 copy, (re)built off the search path.
+
+    Every call happens under the lock of the store that owns the partition. When the copy
+    is missing or worn, :meth:`current` starts one daemon thread (never two) that builds
+    a new copy from the rows as they are then, and returns the copy it has (``None``
+    before the first: the search is the exact product). The thread reads the matrix
+    without the lock: every row written or moved while it runs is recorded (:meth:`mark`)
+    and marked stale on the new copy when the first call after the thread finished swaps
+    it in, so what the copy may have read of such a row is never trusted; rows appended
+    after the start are newer than the copy and scored exactly anyway. A copy that is
+    already worn when swapped in starts the next build at once. The thread runs at a lower
+    priority (``_NICE``, Linux), so searches keep the cores. A forked child inherits no
+    thread: a build the parent had running is started afresh, never waited for.
+
+    Args:
+        build: makes a copy of the rows given (default: :class:`Int8Index` on
+            ``search_threads()`` threads).
+
+    Attributes:
+        index: the copy searches use; ``builds``: builds started.
+    """
+
+    def __init__(self, build: Callable[[npt.NDArray[np.float32]], Int8Index] | None = None) -> None:
+        self.index: Int8Index | None = None
+        self.builds = 0
+        self._build = build
+        self._thread: threading.Thread | None = None
+        self._changed: set[int] = set()
+        self._result: Int8Index | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def building(self) -> bool:
+        """Whether a build thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def mark(self, row: int) -> None:
+        """Row ``row`` no longer holds the vector it held."""
+        if self.index is not None:
+            self.index.mark(row)
+        if self._thread is not None:
+            self._changed.add(row)
+
+    def current(self, matrix: npt.NDArray[np.float32], n: int) -> Int8Index | None:
+        """The copy to search rows ``[0, n)`` of ``matrix`` with; starts a build when due."""
+        if self._thread is not None and not self._thread.is_alive():
+            self._swap()
+        if (self.index is None or self.index.worn(n)) and self._thread is None:
+            if BACKGROUND:
+                self._start(matrix[:n])
+            else:
+                self.builds += 1
+                self.index = (self._build or _build)(matrix[:n])
+        return self.index
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a running build (tests, benchmarks); the next call swaps it in."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _start(self, rows: npt.NDArray[np.float32]) -> None:
+        self.builds += 1
+        self._changed = set()
+        self._result = self._error = None
+        thread = threading.Thread(
+            target=self._run, args=(rows,), name="agent-cache-int8-build", daemon=True
+        )
+        self._thread = thread
+        thread.start()
+
+    def _run(self, rows: npt.NDArray[np.float32]) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: niceness is per thread
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
+        try:
+            self._result = (self._build or _build)(rows)
+        except BaseException as exc:  # raised by the search that would swap it in
+            self._error = exc
+
+    def _swap(self) -> None:
+        fresh, error, changed = self._result, self._error, self._changed
+        self._thread, self._result, self._error, self._changed = None, None, None, set()
+        if error is not None:
+            raise error
+        if fresh is None:  # a forked child: the parent's thread never ran here
+            return
+        for row in changed:
+            fresh.mark(row)
+        self.index = fresh

@@ -19,8 +19,8 @@ import numpy.typing as npt
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
 from agent_cache.vectors import _int8
-from agent_cache.vectors._int8 import Int8Index
-from agent_cache.vectors._search import Combiner, Query, search_threads, similarities, top_rows
+from agent_cache.vectors._int8 import Builder, Int8Index
+from agent_cache.vectors._search import Combiner, Query, similarities, top_rows
 
 __all__ = ["MemoryVectorStore"]
 
@@ -46,7 +46,7 @@ class _Partition:
     ids: list[str] = field(default_factory=list)
     metas: list[dict[str, MetaValue]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
-    index: Int8Index | None = field(default=None, init=False)
+    int8: Builder = field(default_factory=Builder, init=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.empty((_INITIAL_ROWS, self.dim), dtype=np.float32)
@@ -54,6 +54,11 @@ class _Partition:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def index(self) -> Int8Index | None:
+        """The int8 copy searches use now (``None``: none built yet)."""
+        return self.int8.index
 
     def put(self, id_: str, vector: npt.NDArray[np.float32], meta: dict[str, MetaValue]) -> None:
         row = self.rows.get(id_)
@@ -71,8 +76,7 @@ class _Partition:
             self.rows[id_] = row
         else:
             self.metas[row] = meta
-        if self.index is not None:
-            self.index.mark(row)
+        self.int8.mark(row)
         self.matrix[row] = vector
         self.expires[row] = _expiry(meta)
 
@@ -81,9 +85,8 @@ class _Partition:
         if row is None:
             return False
         last = len(self.ids) - 1
-        if self.index is not None:
-            self.index.mark(row)
-            self.index.mark(last)
+        self.int8.mark(row)
+        self.int8.mark(last)
         if row != last:  # move the last row into the hole
             moved = self.ids[last]
             self.matrix[row] = self.matrix[last]
@@ -127,13 +130,13 @@ class _Partition:
         ]
 
     def _int8(self, n: int) -> Int8Index | None:
-        """The int8 first pass for a large partition, (re)built when missing or worn."""
+        """The int8 first pass for a large partition; a missing or worn copy is rebuilt
+        in the background (:class:`~agent_cache.vectors._int8.Builder`)."""
         if n < _int8.MIN_ROWS or not _int8.available():
-            self.index = None
+            if self.int8.index is not None or self.int8.building:
+                self.int8 = Builder()  # a running build finishes unseen, its copy dropped
             return None
-        if self.index is None or self.index.worn(n):
-            self.index = Int8Index(self.matrix[:n], search_threads())
-        return self.index
+        return self.int8.current(self.matrix, n)
 
     def _search_int8(
         self,

@@ -7,10 +7,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from agent_cache.errors import ConfigurationError
@@ -259,10 +260,19 @@ _ask = {"k": 3, "scope": "s0", "now": 0.0}
 needs_ort = pytest.mark.skipif(not _int8.available(), reason="needs agent-cache[onnx]")
 
 
+@pytest.fixture
+def sync_int8(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Build the int8 copy inside the search that finds it due (the synchronous path)."""
+    monkeypatch.setattr(_int8, "BACKGROUND", False)
+
+
 @needs_ort
 @pytest.mark.parametrize("n", [300, 3077])
 def test_the_int8_first_pass_gives_the_exact_top_k(
-    store: MemoryVectorStore | SQLiteVectorStore, n: int, monkeypatch: pytest.MonkeyPatch
+    store: MemoryVectorStore | SQLiteVectorStore,
+    n: int,
+    monkeypatch: pytest.MonkeyPatch,
+    sync_int8: None,
 ) -> None:
     monkeypatch.setattr(_int8, "MIN_ROWS", 64)
     data = _Data(n, seed=n)
@@ -279,7 +289,7 @@ def test_the_int8_first_pass_gives_the_exact_top_k(
 
 @needs_ort
 def test_the_int8_pass_follows_writes_moves_and_deletes(
-    store: MemoryVectorStore | SQLiteVectorStore, monkeypatch: pytest.MonkeyPatch
+    store: MemoryVectorStore | SQLiteVectorStore, monkeypatch: pytest.MonkeyPatch, sync_int8: None
 ) -> None:
     monkeypatch.setattr(_int8, "MIN_ROWS", 64)
     monkeypatch.setattr(_int8, "REBUILD_SHARE", 0.5)  # keep the stale copy for a while
@@ -338,3 +348,199 @@ def test_without_onnxruntime_the_search_is_the_plain_product(
     q = data.queries[0]
     _same(store.query(q, k=5, scope="s1", now=0.0), data.reference(q, 5, "s1", 0.0), data, q)
     assert store._partitions["s1"].index is None
+
+
+# -- the int8 copy is rebuilt off the search path: a due rebuild never stalls a search,
+# and rows written, moved or deleted while it runs are honoured once it is swapped in
+
+Store = MemoryVectorStore | SQLiteVectorStore
+
+
+class _Gate:
+    """A build that takes the rows as they are when it starts (a snapshot, as a build
+    reading a changing matrix may see them) and finishes only once opened."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self._real = _int8._build
+
+    def __call__(self, rows: npt.NDArray[np.float32]) -> _int8.Int8Index:
+        snapshot = rows.copy()
+        if not self.open.wait(20):
+            raise TimeoutError("the test never opened the gate")
+        return self._real(snapshot)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Gate]:
+    monkeypatch.setattr(_int8, "MIN_ROWS", 64)
+    monkeypatch.setattr(_int8, "REBUILD_SHARE", 0.1)
+    g = _Gate()
+    monkeypatch.setattr(_int8, "_build", g)
+    yield g
+    g.open.set()  # let any thread still waiting finish, before the next test counts them
+    for thread in _builds():
+        thread.join(20)
+
+
+def _timed(call: Callable[[], object]) -> float:
+    start = time.monotonic()
+    call()
+    return time.monotonic() - start
+
+
+def _check(store: Store, data: _Data, k: int = 5) -> None:
+    for q in data.queries[:8]:
+        _same(store.query(q, k=k, scope="s0", now=0.0), data.reference(q, k, "s0", 0.0), data, q)
+
+
+def _builds() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "agent-cache-int8-build"]
+
+
+@needs_ort
+def test_a_due_build_never_stalls_a_search(store: Store, gate: _Gate) -> None:
+    data = _Data(900, seed=3)
+    store.add(data.ids, data.vectors, data.metas())
+    # the first build is due: the search answers exactly without waiting for it
+    assert _timed(lambda: _check(store, data)) < 10  # the gate holds the build 20 s
+    part = store._partitions["s0"]
+    assert part.int8.builds == 1 and part.int8.building and part.index is None
+    gate.open.set()
+    part.int8.wait(20)
+    _check(store, data)
+    first = part.index
+    assert first is not None and first.rows == len(part) and part.int8.builds == 1
+    # 10 % new rows: a rebuild is due; searches keep the old copy meanwhile
+    gate.open.clear()
+    rng = np.random.default_rng(4)
+    extra = _unit(rng, len(part) // 5)
+    new_ids = [f"x{i}" for i in range(len(extra))]
+    store.add(new_ids, extra, [{"scope": "s0", "namespace": "d"}] * len(extra))
+    data.ids += new_ids
+    data.row = {id_: i for i, id_ in enumerate(data.ids)}
+    data.vectors = np.concatenate([data.vectors, extra])
+    data.scopes += ["s0"] * len(extra)
+    data.expires += [math.inf] * len(extra)
+    assert _timed(lambda: _check(store, data)) < 10
+    assert part.index is first and part.int8.building and part.int8.builds == 2
+    gate.open.set()
+    part.int8.wait(20)
+    _check(store, data)
+    assert part.index is not first and part.index is not None
+    assert part.index.rows == len(part) and not part.index.worn(len(part))
+    assert part.int8.builds == 2 and not part.int8.building
+
+
+@needs_ort
+def test_writes_and_deletes_during_a_build_are_honoured_after_the_swap(
+    store: Store, gate: _Gate
+) -> None:
+    data = _Data(900, seed=5)
+    store.add(data.ids, data.vectors, data.metas())
+    store.query(data.queries[0], k=1, scope="s0", now=0.0)  # starts the build
+    part = store._partitions["s0"]
+    assert part.int8.building
+    # while it runs: overwrite rows with the queries (they must now win), delete others
+    targets = [i for i, s in enumerate(data.scopes) if s == "s0"][:12]
+    for j, i in enumerate(targets[:6]):
+        data.vectors[i] = data.queries[j]
+        data.expires[i] = math.inf
+    metas = data.metas()
+    store.add(
+        [data.ids[i] for i in targets[:6]],
+        data.vectors[targets[:6]],
+        [metas[i] for i in targets[:6]],
+    )
+    gone = {data.ids[i] for i in targets[6:]}
+    store.delete(list(gone))
+    gate.open.set()
+    part.int8.wait(20)
+    for j in range(6):
+        q = data.queries[j]
+        found = store.query(q, k=5, scope="s0", now=0.0)
+        assert found[0].id == data.ids[targets[j]] and found[0].score == pytest.approx(1.0)
+        want = [i for i in data.reference(q, 5 + len(gone), "s0", 0.0) if i not in gone][:5]
+        _same(found, want, data, q)
+    index = part.index
+    assert index is not None and not part.int8.building  # swapped in, not rebuilt again
+    assert index.stale_count >= 6  # the rows changed during the build are scored exactly
+
+
+@needs_ort
+def test_one_build_per_scope_and_one_more_when_due_again(store: Store, gate: _Gate) -> None:
+    data = _Data(900, seed=6)
+    store.add(data.ids, data.vectors, data.metas())
+    for q in data.queries[:10]:  # every scope due, many searches: one thread each
+        for scope in ("s0", "s1", "s2"):
+            store.query(q, k=3, scope=scope, now=0.0)
+    parts = [store._partitions[scope] for scope in ("s0", "s1", "s2")]
+    assert len(_builds()) == 3 and all(p.int8.building and p.int8.builds == 1 for p in parts)
+    part = store._partitions["s0"]
+    n = len(part)
+    rng = np.random.default_rng(7)  # more churn while the build runs: due again after it
+    extra = _unit(rng, n // 4)
+    store.add(
+        [f"y{i}" for i in range(len(extra))],
+        extra,
+        [{"scope": "s0", "namespace": "d"}] * len(extra),
+    )
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)
+    assert part.int8.builds == 1
+    gate.open.set()
+    part.int8.wait(20)
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)  # swaps in a worn copy
+    assert part.index is not None and part.index.rows == n
+    assert part.int8.builds == 2  # ... and starts exactly one more
+    part.int8.wait(20)
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)
+    assert part.index.rows == len(part) and part.int8.builds == 2
+
+
+@needs_ort
+def test_the_synchronous_path_builds_inside_the_search(
+    gate: _Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_int8, "BACKGROUND", False)
+    gate.open.set()
+    store = MemoryVectorStore()
+    data = _Data(300, seed=8)
+    store.add(data.ids, data.vectors, data.metas())
+    _check(store, data)
+    part = store._partitions["s0"]
+    assert part.index is not None and part.int8.builds == 1 and not _builds()
+
+
+@needs_ort
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_waits_for_the_parents_build(gate: _Gate) -> None:
+    store = MemoryVectorStore()
+    data = _Data(900, seed=9)
+    store.add(data.ids, data.vectors, data.metas())
+    store.query(data.queries[0], k=3, scope="s0", now=0.0)
+    part = store._partitions["s0"]
+    assert part.int8.building  # the parent's build is held by the gate at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: no thread of the parent's runs here
+        code = 1
+        try:
+            _int8._build = gate._real  # type: ignore[assignment]
+            _check(store, data)  # exact answers, and a build of the child's own
+            part.int8.wait(20)
+            _check(store, data)
+            if part.index is not None and part.index.rows == len(part):
+                code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate.open.set()
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the parent's build")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    part.int8.wait(20)
+    _check(store, data)
+    assert part.index is not None
