@@ -140,8 +140,8 @@ def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
 class _Relay(httpx.SyncByteStream):
     """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
 
-    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
-        self._channel, self._resp, self._ep = channel, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
+        self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -161,12 +161,12 @@ class _Relay(httpx.SyncByteStream):
             self._resp.close()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
 
 
 class _AsyncRelay(httpx.AsyncByteStream):
-    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
-        self._channel, self._resp, self._ep = channel, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
+        self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -186,7 +186,7 @@ class _AsyncRelay(httpx.AsyncByteStream):
             await self._resp.aclose()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
 
 
 class RoutingTransport(httpx.BaseTransport):
@@ -219,9 +219,8 @@ class RoutingTransport(httpx.BaseTransport):
         call = _to_call(self.channel, request, request.read(), self.namespace, self.session_id)
         resp, ep = self.channel.send(call)
         if call.stream and resp.status_code < 400:
-            return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_Relay(self.channel, resp, ep)
-            )
+            relay = _Relay(self.channel, resp, ep, call)
+            return httpx.Response(resp.status_code, headers=_headers(resp), stream=relay)
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
 
 
@@ -245,7 +244,6 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
         call = _to_call(self.channel, request, body, self.namespace, self.session_id)
         resp, ep = await self.channel.asend(call)
         if call.stream and resp.status_code < 400:
-            return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_AsyncRelay(self.channel, resp, ep)
-            )
+            relay = _AsyncRelay(self.channel, resp, ep, call)
+            return httpx.Response(resp.status_code, headers=_headers(resp), stream=relay)
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
