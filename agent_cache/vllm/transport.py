@@ -109,6 +109,11 @@ def _to_call(
             prompt = [int(t) for t in data["prompt"]]
     if prompt is not None:
         channel.route(call, prompt, ns, data.get("tools"), session)
+        batch = data.get("prompt")
+        if isinstance(batch, list) and isinstance(prompt, str) and len(batch) > 1:
+            # usage counts every prompt of a batch: so must the characters
+            texts = [p for p in batch if isinstance(p, str)]
+            call.prompt_chars = sum(map(len, texts)) if len(texts) == len(batch) else None
     return call
 
 

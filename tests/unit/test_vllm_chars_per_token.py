@@ -3,6 +3,7 @@ replicas' ``usage``, and what follows it (call sizes, the prefix tree's capacity
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -126,6 +127,21 @@ def test_chat_streams_and_the_routing_transport_teach_it_too() -> None:
         with client.stream("POST", "http://a:8000/v1/chat/completions", json=body) as resp:
             resp.read()
     assert router.chars_per_token == pytest.approx(streamed)
+
+
+def test_a_batch_of_prompts_counts_all_their_characters() -> None:
+    def batch(request: httpx.Request) -> httpx.Response:  # usage sums the prompts
+        prompts = json.loads(request.content)["prompt"]
+        tokens = sum(len(FakeVllm.tokenize_text(p)) for p in prompts)
+        usage = {"prompt_tokens": tokens, "completion_tokens": 1}
+        return httpx.Response(200, json={"choices": [{"text": "x"}], "usage": usage})
+
+    transport = httpx.MockTransport(batch)
+    router = VllmRouter(URLS, client=httpx.Client(transport=transport), metrics_interval=None)
+    with router.httpx_client() as client:
+        body = {"model": "m", "prompt": [words(0), words(1), words(2)], "max_tokens": 1}
+        assert client.post("http://a:8000/v1/completions", json=body).status_code == 200
+    assert router.chars_per_token == pytest.approx(RATIO)  # not a third of it
 
 
 async def test_async_calls_learn_it() -> None:
