@@ -187,7 +187,7 @@ class _Contender:
         capacity: int,
         tokens: Tokens,
         clock: list[float],
-        chars_per_token: float,
+        chars_per_token: float | None,
     ) -> None:
         self.name = name
         self.n = n
@@ -250,9 +250,12 @@ class _Contender:
                     prompt_tokens=len(toks),
                     uncached_tokens=len(toks) - cached[i],
                 )
+            d.observe_prompt(len(render_for_prefix(msgs)), len(toks))
             return i
         url = self.router.pick(msgs, session_id=session)
         assert url is not None
+        # the answer's usage.prompt_tokens, as a deployed router learns from it
+        self.router._d.observe_prompt(len(render_for_prefix(msgs)), len(toks))
         return self.urls.index(url)
 
     def started(self, i: int, done: bool) -> None:
@@ -347,11 +350,13 @@ def run_stream(
     replicas: int,
     capacity_blocks: int,
     tokens: Tokens,
-    chars_per_token: float = 4.0,
+    chars_per_token: float | None = 4.0,
 ) -> dict[str, Any]:
     """Replay a stream through one contender; returns the shares and modelled TTFTs.
 
-    ``chars_per_token`` configures the routers (see :func:`measured_chars_per_token`)."""
+    ``chars_per_token`` configures the routers (see :func:`measured_chars_per_token`);
+    None: they learn it from each request's prompt tokens, as from ``usage`` (the
+    result's ``chars_per_token`` is the ratio they ended with)."""
     now = [0.0]
     con = _Contender(contender, replicas, capacity_blocks, tokens, now, chars_per_token)
     reps = [_Replica(PrefixCacheSimulator(16, capacity_blocks)) for _ in range(replicas)]
@@ -427,6 +432,7 @@ def run_stream(
         "ttft_mean_ms": sum(ttft) / n,
         "ttft_p90_ms": ttft[min(n - 1, int(0.9 * n))],
         "requests": n,
+        "chars_per_token": con.router.chars_per_token if con.router is not None else None,
     }
 
 

@@ -11,6 +11,7 @@ from agent_cache.errors import BackendError
 from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._endpoint import Endpoint
 from agent_cache.vllm._protocol import derive_cache_salt
+from agent_cache.vllm._ratio import CharsPerToken
 from agent_cache.vllm.affinity import affinity_key
 from agent_cache.vllm.prefix_tree import TOKEN_BLOCK, prefix_blocks, render_for_prefix
 
@@ -51,7 +52,11 @@ def token_ids(data: Mapping[str, Any], ep: Endpoint) -> list[int]:
 
 
 class CallBuilder:
-    """Turns the router's arguments into :class:`Call`s (bodies, salts, affinity keys)."""
+    """Turns the router's arguments into :class:`Call`s (bodies, salts, affinity keys).
+
+    ``chars_per_token`` is a fixed ratio or a :class:`CharsPerToken` estimate (the one
+    the dispatcher learns); each call reads its value at the time it is built.
+    """
 
     def __init__(
         self,
@@ -61,7 +66,7 @@ class CallBuilder:
         depth: int,
         skip: int,
         block_chars: int = 64,
-        chars_per_token: float = 4.0,
+        chars_per_token: float | CharsPerToken = 4.0,
         tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
     ) -> None:
         self.model = model
@@ -69,7 +74,12 @@ class CallBuilder:
         self.depth = depth
         self.skip = skip
         self.block_chars = block_chars
-        self.chars_per_token = chars_per_token
+        # shared with the dispatcher, which learns it from usage: read it per call
+        self.ratio = (
+            chars_per_token
+            if isinstance(chars_per_token, CharsPerToken)
+            else CharsPerToken(chars_per_token)
+        )
         self.tokenizer = tokenizer
 
     def route(
@@ -92,8 +102,10 @@ class CallBuilder:
             if self.tokenizer is not None:
                 call.tokens = list(self.tokenizer(prompt if isinstance(prompt, str) else items))
             text = render_for_prefix(prompt if isinstance(prompt, str) else items, tools)
-            call.block_tokens = self.block_chars / self.chars_per_token
-            call.prompt_tokens = len(text) / self.chars_per_token
+            cpt = self.ratio.value
+            call.block_tokens = self.block_chars / cpt
+            call.prompt_tokens = len(text) / cpt
+            call.prompt_chars = len(text)
         call.blocks = prefix_blocks(
             prompt, namespace=namespace, block_chars=self.block_chars, tools=tools
         )

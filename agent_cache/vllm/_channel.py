@@ -89,9 +89,12 @@ class Channel:
         """Async twin of :meth:`send`."""
         return await self.dispatcher.asend(self.async_client(), call)
 
-    def end_stream(self, ep: Endpoint, usage: Any, *, failed: bool) -> None:
-        """A stream from ``ep`` ended: record its usage, free the replica, judge it."""
-        self.dispatcher.end_stream(ep, usage, failed=failed)
+    def end_stream(
+        self, ep: Endpoint, usage: Any, *, failed: bool, call: Call | None = None
+    ) -> None:
+        """A stream from ``ep`` (for ``call``) ended: record its usage (and learn the
+        characters per token from ``call``'s prompt), free the replica, judge it."""
+        self.dispatcher.end_stream(ep, usage, failed=failed, call=call)
 
     # ------------------------------------------------------------------ clients
     def client(self) -> httpx.Client:

@@ -27,11 +27,16 @@ from tenacity import (
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._endpoint import OPEN, CircuitBreaker, Endpoint
 from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
+from agent_cache.vllm._ratio import CharsPerToken
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
 from agent_cache.vllm.choice import PrefixChooser
 from agent_cache.vllm.kv_events import KvEventIndex, KvEventSubscriber
 from agent_cache.vllm.metrics import parse_load_metrics
 
+#: How far (relative) the learned characters-per-token ratio moves before the tree's
+#: capacity in blocks follows it: each shrink expires blocks for good, so following
+#: every wobble of the estimate cost 1.1 points of cached share in the routing bench.
+CAPACITY_DEADBAND = 0.01
 POLICIES = ("prefix", "affinity", "least_loaded", "round_robin")
 
 __all__ = ["Call", "Dispatcher", "UsageSink"]
@@ -60,6 +65,7 @@ class Call:
     blocks: list[int] | None = None  # chained block hashes (prefix policy)
     block_tokens: float = 16.0  # tokens one block stands for
     prompt_tokens: float = 0.0  # estimated prompt tokens
+    prompt_chars: int | None = None  # characters of its rendered text prompt (None: ids)
     session: str | None = None  # keeps its replica while that is not overloaded
     tokens: list[int] | None = None  # the rendered prompt's token ids, when known
     salt: str | None = None  # its cache_salt (KV events key block 0 with it)
@@ -115,8 +121,9 @@ class Dispatcher:
         clock: Callable[[], float],
         sink: UsageSink | None,
         api_key: str | None,
-        capacity_blocks: int | Sequence[int | None] | None = None,
-        text_block_tokens: float = 16.0,
+        capacity_tokens: int | Sequence[int | None] | None = None,
+        block_chars: int = 64,
+        ratio: CharsPerToken | None = None,
         load_weight: float = 1.0,
         prefill_rate: float = 32_000.0,
         metrics_interval: float | None = None,
@@ -156,18 +163,30 @@ class Dispatcher:
         self.sink = sink
         self.api_key = api_key
         self.lock = threading.Lock()
+        self.block_chars = block_chars
+        self.ratio = ratio if ratio is not None else CharsPerToken(4.0)
+        self._capacity_cpt = self.ratio.value  # the ratio the capacity was set with
+        caps = (
+            list(capacity_tokens)
+            if isinstance(capacity_tokens, Sequence)
+            else [capacity_tokens] * len(self.endpoints)
+        )
+        if len(caps) != len(self.endpoints):
+            raise ConfigurationError("capacity_tokens needs one entry per endpoint")
+        # KV capacity in tokens per replica (set, or learned from /metrics); the tree's
+        # capacity in blocks follows it and the characters-per-token estimate
+        self._capacity_tokens: list[int | None] = caps
         self.load = BoundedLoad(len(self.endpoints), load_factor=load_factor, window=load_window)
         self.chooser = PrefixChooser(
             len(self.endpoints),
-            capacity_blocks=capacity_blocks,
+            capacity_blocks=[self._blocks(c) for c in caps],
             load_weight=load_weight,
             prefill_rate=prefill_rate,
             load_factor=load_factor,
             metrics_ttl=max(30.0, 3 * (metrics_interval or 0.0)),
             clock=clock,
         )
-        self.text_block_tokens = text_block_tokens
-        self.learn_capacity = capacity_blocks is None
+        self.learn_capacity = capacity_tokens is None
         self.metrics_interval = metrics_interval
         self.metrics_timeout = metrics_timeout
         self._metrics_due = 0.0
@@ -185,6 +204,42 @@ class Dispatcher:
             ]
         self._events_started = False
         self._rr = 0
+
+    # ------------------------------------------------------------------ tokens
+    @property
+    def text_block_tokens(self) -> float:
+        """Tokens one router-side text block stands for in the tree's capacity (the
+        ratio then, within :data:`CAPACITY_DEADBAND` of the estimate now)."""
+        return self.block_chars / self._capacity_cpt
+
+    def _blocks(self, capacity_tokens: int | None) -> int | None:
+        if capacity_tokens is None:
+            return None
+        return max(1, int(capacity_tokens / self.text_block_tokens))
+
+    def _sync_capacity(self) -> None:
+        """The tree's capacity in blocks from the tokens and the ratio now; under the
+        lock. The blocks' keys (character windows) never change, only their count."""
+        tree = self.chooser.tree
+        for i, cap in enumerate(self._capacity_tokens):
+            blocks = self._blocks(cap)
+            if blocks is not None and tree.capacity(i) != blocks:
+                tree.set_capacity(i, blocks)
+
+    def observe_prompt(self, chars: int, tokens: int) -> None:
+        """One answered prompt: ``chars`` characters were ``tokens`` tokens (learns the
+        characters-per-token ratio unless it is fixed; benchmarks replaying a stream
+        call it, :meth:`record_usage` does for real calls)."""
+        with self.lock:
+            self._learn(chars, tokens)
+
+    def _learn(self, chars: int, tokens: int) -> None:
+        if not self.ratio.observe(chars, tokens):
+            return
+        now = self.ratio.value
+        if now > self._capacity_cpt or now < self._capacity_cpt * (1.0 - CAPACITY_DEADBAND):
+            self._capacity_cpt = now
+            self._sync_capacity()
 
     # ------------------------------------------------------------------ choice
     def _plan(self, call: Call) -> list[Endpoint]:
@@ -301,9 +356,8 @@ class Dispatcher:
             self.chooser.observe(i, load, self.clock())
             cap = load.capacity_tokens
             if self.learn_capacity and cap:
-                blocks = max(1, int(cap / self.text_block_tokens))
-                if self.chooser.tree.capacity(i) != blocks:
-                    self.chooser.tree.set_capacity(i, blocks)
+                self._capacity_tokens[i] = int(cap)
+                self._sync_capacity()
 
     def refresh(self, client: httpx.Client) -> None:
         """Read every endpoint's ``/metrics`` (load and cache size) once."""
@@ -399,7 +453,9 @@ class Dispatcher:
                 self._failed(ep)
                 log.warning("endpoint %s failed: %s", ep.base_url, reason)
 
-    def record_usage(self, ep: Endpoint, usage: Any) -> None:
+    def record_usage(self, ep: Endpoint, usage: Any, call: Call | None = None) -> None:
+        """Count ``usage`` for ``ep``; with the ``call`` it answers, learn the
+        characters-per-token ratio from its prompt."""
         counts = usage_counts(usage)
         if counts is None:
             return
@@ -407,13 +463,17 @@ class Dispatcher:
         with self.lock:
             ep.prompt_tokens += prompt
             ep.cached_tokens += cached
+            if call is not None and call.prompt_chars is not None:
+                self._learn(call.prompt_chars, prompt)
         if self.sink is not None:
             self.sink.record_model_usage(prompt, cached)
 
-    def end_stream(self, ep: Endpoint, usage: Any, *, failed: bool) -> None:
-        """A stream that :meth:`send` opened is finished (or broke)."""
+    def end_stream(
+        self, ep: Endpoint, usage: Any, *, failed: bool, call: Call | None = None
+    ) -> None:
+        """A stream that :meth:`send` opened (for ``call``) is finished (or broke)."""
         if usage is not None:
-            self.record_usage(ep, usage)
+            self.record_usage(ep, usage, call)
         with self.lock:
             self._finished(ep)
             if failed:
@@ -467,7 +527,7 @@ class Dispatcher:
             except ValueError:
                 return
             if isinstance(data, dict):
-                self.record_usage(ep, data.get("usage"))
+                self.record_usage(ep, data.get("usage"), call)
 
     def _error(self, call: Call, state: _Attempts) -> BackendError:
         what = f"{call.method} {call.path}"

@@ -103,6 +103,8 @@ class EndpointStats:
             (``usage.prompt_tokens_details.cached_tokens``; null or missing counts 0).
         in_flight: Requests running on it now.
         state: Its circuit breaker: ``"closed"``, ``"open"`` or ``"half_open"``.
+        chars_per_token: The router's characters-per-token estimate when the snapshot
+            was taken (one for all its endpoints; see ``VllmRouter(chars_per_token=)``).
     """
 
     url: str
@@ -112,6 +114,7 @@ class EndpointStats:
     cached_tokens: int
     in_flight: int
     state: str
+    chars_per_token: float = 4.0
 
     @property
     def cached_share(self) -> float:
@@ -137,7 +140,7 @@ class Endpoint:
         """Absolute URL of ``path`` under the API base (or the server root)."""
         return (self.root_url if root else self.base_url) + "/" + path.lstrip("/")
 
-    def snapshot(self) -> EndpointStats:
+    def snapshot(self, chars_per_token: float = 4.0) -> EndpointStats:
         return EndpointStats(
             url=self.base_url,
             requests=self.requests,
@@ -146,4 +149,5 @@ class Endpoint:
             cached_tokens=self.cached_tokens,
             in_flight=self.in_flight,
             state=self.breaker.state,
+            chars_per_token=chars_per_token,
         )

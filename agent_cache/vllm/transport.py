@@ -109,6 +109,11 @@ def _to_call(
             prompt = [int(t) for t in data["prompt"]]
     if prompt is not None:
         channel.route(call, prompt, ns, data.get("tools"), session)
+        batch = data.get("prompt")
+        if isinstance(batch, list) and isinstance(prompt, str) and len(batch) > 1:
+            # usage counts every prompt of a batch: so must the characters
+            texts = [p for p in batch if isinstance(p, str)]
+            call.prompt_chars = sum(map(len, texts)) if len(texts) == len(batch) else None
     return call
 
 
@@ -140,8 +145,8 @@ def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
 class _Relay(httpx.SyncByteStream):
     """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
 
-    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
-        self._channel, self._resp, self._ep = channel, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
+        self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -161,12 +166,12 @@ class _Relay(httpx.SyncByteStream):
             self._resp.close()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
 
 
 class _AsyncRelay(httpx.AsyncByteStream):
-    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint) -> None:
-        self._channel, self._resp, self._ep = channel, resp, ep
+    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
+        self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
@@ -186,7 +191,7 @@ class _AsyncRelay(httpx.AsyncByteStream):
             await self._resp.aclose()
             self._sniffer.close()
             failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed)
+            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
 
 
 class RoutingTransport(httpx.BaseTransport):
@@ -219,9 +224,8 @@ class RoutingTransport(httpx.BaseTransport):
         call = _to_call(self.channel, request, request.read(), self.namespace, self.session_id)
         resp, ep = self.channel.send(call)
         if call.stream and resp.status_code < 400:
-            return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_Relay(self.channel, resp, ep)
-            )
+            relay = _Relay(self.channel, resp, ep, call)
+            return httpx.Response(resp.status_code, headers=_headers(resp), stream=relay)
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
 
 
@@ -245,7 +249,6 @@ class AsyncRoutingTransport(httpx.AsyncBaseTransport):
         call = _to_call(self.channel, request, body, self.namespace, self.session_id)
         resp, ep = await self.channel.asend(call)
         if call.stream and resp.status_code < 400:
-            return httpx.Response(
-                resp.status_code, headers=_headers(resp), stream=_AsyncRelay(self.channel, resp, ep)
-            )
+            relay = _AsyncRelay(self.channel, resp, ep, call)
+            return httpx.Response(resp.status_code, headers=_headers(resp), stream=relay)
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)

@@ -73,6 +73,23 @@ def test_streaming_and_completions_on_the_real_model(real_router: VllmRouter) ->
     assert all(s.in_flight == 0 for s in real_router.stats().values())
 
 
+def test_router_learns_the_real_tokenizers_chars_per_token(real_router: VllmRouter) -> None:
+    """The ratio is exactly the characters the router rendered over the
+    ``usage.prompt_tokens`` llama.cpp sent (SmolLM2's tokenizer and chat template: 3.5
+    on this short, template-heavy prompt, not the 4.0 the router starts from)."""
+    from agent_cache.vllm.prefix_tree import render_for_prefix
+
+    assert real_router.chars_per_token == 4.0
+    msgs = ask("Summarise the refund policy of a shop that sells garden furniture online.")
+    reply = real_router.chat(msgs, max_tokens=2, temperature=0)
+    tokens = reply["usage"]["prompt_tokens"]
+    assert tokens >= 32
+    learned = real_router.chars_per_token
+    assert learned == len(render_for_prefix(msgs)) / tokens
+    assert learned != 4.0 and 2.0 < learned < 8.0
+    assert {s.chars_per_token for s in real_router.stats().values()} == {learned}
+
+
 async def test_async_failover_on_the_real_model(llm_server: str) -> None:
     async with VllmRouter(
         [_dead_url(), llm_server], policy="round_robin", model=DEFAULT_MODEL_ALIAS, timeout=120

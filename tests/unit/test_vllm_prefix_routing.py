@@ -242,7 +242,7 @@ def test_session_id_keeps_an_agent_run_on_its_replica_through_the_transport() ->
 
 def test_metrics_are_scraped_on_an_interval_and_teach_the_capacity() -> None:
     cluster = Cluster(capacity_blocks=401)  # 400 usable blocks x 16 = 6,400 tokens
-    router = cluster.router(metrics_interval=5.0)
+    router = cluster.router(metrics_interval=5.0, chars_per_token=4.0)  # 16 tokens a block
     router.chat([{"role": "user", "content": "hello " * 50}])
     assert cluster.paths()["/metrics"] == 3  # due on the first call
     cluster.clock.advance(2)
