@@ -510,17 +510,56 @@ class CachedLLM(FunctionCallingLLM):
         args = self._stream_args(
             call, policy, lambda: _missed_marks(inner.stream_chat(messages, **kwargs)), _chat_final
         )
+        stream: ChatResponseGen = self._streamed(
+            call, args, self._chat_served, ("chat", messages),
+            lambda: inner.stream_chat(messages, **kwargs),
+        )  # fmt: skip
+        return stream
+
+    def _streamed(
+        self,
+        call: _Call,
+        args: dict[str, Any],
+        served: Callable[[_Call, Any], Iterator[Any] | None],
+        announce: tuple[str, Any],
+        direct: Callable[[], Any],
+    ) -> Any:
+        """The stream of a chat or completion call through ``fetch_stream``: a replay
+        (announced as ``announce``, the API and its arguments, once run), or the model's
+        stream read with the other identical requests; ``direct()`` (the wrapped LLM's
+        own stream) when the cache refuses the request."""
         try:
             got = self._cache.fetch_stream(**args)
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
-            return inner.stream_chat(messages, **kwargs)
-        replay = self._chat_served(call, got)
+            return direct()
+        replay = served(call, got)
         if replay is not None:
-            return self._announced("chat", messages, replay)
+            return self._announced(*announce, replay)
         if got.served:  # an entry it cannot read: ask the model again, and overwrite it
-            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
+            got = self._cache.fetch_stream(**{**args, "policy": _again(args["policy"])})
         return _followed(got)
+
+    async def _astreamed(
+        self,
+        call: _Call,
+        args: dict[str, Any],
+        served: Callable[[_Call, Any], Iterator[Any] | None],
+        announce: tuple[str, Any],
+        direct: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """Async twin of :meth:`_streamed`."""
+        try:
+            got = await self._cache.afetch_stream(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            return await direct()
+        replay = served(call, got)
+        if replay is not None:
+            return self._aannounced(*announce, replay)
+        if got.served:
+            got = await self._cache.afetch_stream(**{**args, "policy": _again(args["policy"])})
+        return _afollowed(got)
 
     def _announced(self, api: str, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
         last = None
@@ -553,17 +592,11 @@ class CachedLLM(FunctionCallingLLM):
             return _amissed_marks(await inner.astream_chat(messages, **kwargs))
 
         args = self._stream_args(call, policy, start, _chat_final)
-        try:
-            got = await self._cache.afetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return await inner.astream_chat(messages, **kwargs)
-        replay = self._chat_served(call, got)
-        if replay is not None:
-            return self._aannounced("chat", messages, replay)
-        if got.served:
-            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
-        return _afollowed(got)
+        astream: ChatResponseAsyncGen = await self._astreamed(
+            call, args, self._chat_served, ("chat", messages),
+            lambda: inner.astream_chat(messages, **kwargs),
+        )  # fmt: skip
+        return astream
 
     # ------------------------------------------------------------------ streams
     def _stream_args(
@@ -707,17 +740,11 @@ class CachedLLM(FunctionCallingLLM):
             lambda: _missed_marks(inner.stream_complete(prompt, formatted=formatted, **kwargs)),
             _completion_final,
         )
-        try:
-            got = self._cache.fetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return inner.stream_complete(prompt, formatted=formatted, **kwargs)
-        replay = self._completion_served(call, got)
-        if replay is not None:
-            return self._announced("complete", prompt, replay)
-        if got.served:
-            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
-        return _followed(got)
+        stream: CompletionResponseGen = self._streamed(
+            call, args, self._completion_served, ("complete", prompt),
+            lambda: inner.stream_complete(prompt, formatted=formatted, **kwargs),
+        )  # fmt: skip
+        return stream
 
     @dispatcher.span
     async def astream_complete(
@@ -739,17 +766,11 @@ class CachedLLM(FunctionCallingLLM):
             return _amissed_marks(stream)
 
         args = self._stream_args(call, policy, start, _completion_final)
-        try:
-            got = await self._cache.afetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-        replay = self._completion_served(call, got)
-        if replay is not None:
-            return self._aannounced("complete", prompt, replay)
-        if got.served:
-            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
-        return _afollowed(got)
+        astream: CompletionResponseAsyncGen = await self._astreamed(
+            call, args, self._completion_served, ("complete", prompt),
+            lambda: inner.astream_complete(prompt, formatted=formatted, **kwargs),
+        )  # fmt: skip
+        return astream
 
     # ------------------------------------------------------------------ template hints
     @contextlib.contextmanager
