@@ -335,6 +335,26 @@ class Streams:
         self._fetcher._stats.incr("coalesced", namespace=rec.plan.req.namespace)
 
 
+def _settle(step: str, i: int, rec: _Recording) -> bool | None:
+    """What a reader at position ``i`` does on a ``step`` that is neither a chunk nor a
+    pull (the decision shared by the sync and async readers): ``True``, the stream has
+    ended; ``False``, start a stream of its own (the one it followed was abandoned, or
+    stayed silent past the timeout, before its first chunk); ``None``, look again.
+    Raises what ended the stream otherwise."""
+    if step == "done":
+        return True
+    if step == "failed":
+        assert rec.error is not None
+        raise rec.error
+    if i > 0 and step == "abandoned":
+        raise StreamAbandoned(
+            "the stream this request followed was closed before it ended", layer="model"
+        )
+    if i == 0 and step in ("abandoned", "wait"):
+        return False
+    return None
+
+
 class _Cursor:
     """One reader's place in a recording (what its reading generator holds, so that a
     dropped :class:`Streamed` is freed, and closed, at once)."""
@@ -345,6 +365,22 @@ class _Cursor:
         self.streams = streams
         self.rec = rec
         self.own = own  # this request's plan, start_stream and join (if it must call)
+
+    def _own_recording(self, step: str, kind: str) -> tuple[_Recording, bool]:
+        """The recording this reader turns to when the one it followed gave it nothing
+        (``step``: ``"wait"``, silent past the timeout: one nobody else joins;
+        ``"abandoned"``: the request's flight), joined; and whether it drives it."""
+        streams = self.streams
+        rec = (
+            streams._solo(*self.own, kind)
+            if step == "wait"
+            else streams._recording(*self.own, kind)
+        )
+        self.rec = rec
+        driver = rec.can_drive(kind)
+        with rec.cond:
+            rec.drivers += 1
+        return rec, driver
 
     def follow(self) -> Generator[Any, None, None]:
         rec = self.rec
@@ -369,28 +405,14 @@ class _Cursor:
                     yield item
                 elif step == "pull":
                     streams.pull_sync(rec, self)
-                elif step == "done":
-                    return
-                elif step == "failed":
-                    assert rec.error is not None
-                    raise rec.error
-                elif i > 0 and step == "abandoned":
-                    raise StreamAbandoned(
-                        "the stream this request followed was closed before it ended",
-                        layer="model",
-                    )
-                elif i == 0 and step in ("abandoned", "wait"):  # start our own
-                    streams.leave(rec, driver)
-                    driver = False
-                    rec = (
-                        streams._solo(*self.own, "sync")
-                        if step == "wait"
-                        else streams._recording(*self.own, "sync")
-                    )
-                    self.rec = rec
-                    driver = rec.can_drive("sync")
-                    with rec.cond:
-                        rec.drivers += 1
+                else:
+                    ended = _settle(step, i, rec)
+                    if ended:
+                        return
+                    if ended is False:  # start our own
+                        streams.leave(rec, driver)
+                        driver = False
+                        rec, driver = self._own_recording(step, "sync")
         finally:
             streams.leave(rec, driver)
 
@@ -425,28 +447,14 @@ class _Cursor:
                     yield item
                 elif step == "pull":
                     await asyncio.shield(streams.spawn(streams.pull_async(rec, self)))
-                elif step == "done":
-                    return
-                elif step == "failed":
-                    assert rec.error is not None
-                    raise rec.error
-                elif i > 0 and step == "abandoned":
-                    raise StreamAbandoned(
-                        "the stream this request followed was closed before it ended",
-                        layer="model",
-                    )
-                elif i == 0 and step in ("abandoned", "wait"):  # start our own
-                    streams.leave(rec, driver)
-                    driver = False
-                    rec = (
-                        streams._solo(*self.own, "async")
-                        if step == "wait"
-                        else streams._recording(*self.own, "async")
-                    )
-                    self.rec = rec
-                    driver = rec.can_drive("async")
-                    with rec.cond:
-                        rec.drivers += 1
+                else:
+                    ended = _settle(step, i, rec)
+                    if ended:
+                        return
+                    if ended is False:  # start our own
+                        streams.leave(rec, driver)
+                        driver = False
+                        rec, driver = self._own_recording(step, "async")
         finally:
             streams.leave(rec, driver)
 

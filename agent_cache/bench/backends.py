@@ -39,7 +39,7 @@ from agent_cache.bench.core import (
     _query_texts,
     _version,
     default_data_path,
-    write_section,
+    finish_run,
 )
 from agent_cache.bench.servers import chroma_server, redis_server
 from agent_cache.cache import DEFAULT_EMBEDDER, LayeredCache
@@ -480,11 +480,7 @@ def run_backends_bench(
             results["writes"] = _writes(
                 write_where, ["sqlite", "redis"], write_texts, writers, writes, embedder, log
             )
-    results["load"].append(("end", _load1()))
-    results["elapsed_s"] = time.perf_counter() - began
-    section = _render(results)
-    write_section(Path(out), section, start_marker=SECTION_START, end_marker=SECTION_END)
-    results["markdown"] = section
-    log("")
-    log(section)
+    finish_run(
+        results, began, _render, out, log, start_marker=SECTION_START, end_marker=SECTION_END
+    )
     return results

@@ -775,6 +775,29 @@ def write_section(
     out.write_text(text, encoding="utf-8")
 
 
+def finish_run(
+    results: dict[str, Any],
+    began: float,
+    render: Callable[[dict[str, Any]], str],
+    out: Path,
+    log: Callable[[str], None],
+    *,
+    start_marker: str = SECTION_START,
+    end_marker: str = SECTION_END,
+) -> str:
+    """The end of a suite's run: the last load sample, the elapsed time, the section
+    rendered, written into ``out`` (see :func:`write_section`), kept in
+    ``results["markdown"]`` and printed. Returns the section."""
+    results["load"].append(("end", _load1()))
+    results["elapsed_s"] = time.perf_counter() - began
+    section = render(results)
+    write_section(Path(out), section, start_marker=start_marker, end_marker=end_marker)
+    results["markdown"] = section
+    log("")
+    log(section)
+    return section
+
+
 # ---------------------------------------------------------------------------- entry point
 def run_core_bench(
     *,
@@ -833,13 +856,7 @@ def run_core_bench(
         queries = _query_texts(data, seed)
         results["semantic"] = _bench_semantic(tmp, embedder, sizes, queries, time_scale, seed, log)
         results["load"].append(("after semantic", _load1()))
-    results["load"].append(("end", _load1()))
-    results["elapsed_s"] = time.perf_counter() - began
-    section = _render(results)
-    write_section(Path(out), section)
-    results["markdown"] = section
-    log("")
-    log(section)
+    finish_run(results, began, _render, out, log)
     log(f"wrote {out} in {results['elapsed_s'] / 60:.1f} min")
     return results
 

@@ -44,7 +44,7 @@ from agent_cache.bench.core import (
     _scope_of,
     _unit,
     default_data_path,
-    write_section,
+    finish_run,
 )
 from agent_cache.cache import DEFAULT_THRESHOLD, LayeredCache
 from agent_cache.calibrate import curve, load_pairs, score_queries
@@ -585,11 +585,7 @@ def run_latency_bench(
         results["latency"] = _bench_latency(
             Path(tmpdir), raws, sizes, callers, queries, time_scale, peer, seed, log
         )
-    results["load"].append(("end", _load1()))
-    results["elapsed_s"] = time.perf_counter() - began
-    section = _render(results)
-    write_section(Path(out), section, start_marker=SECTION_START, end_marker=SECTION_END)
-    results["markdown"] = section
-    log("")
-    log(section)
+    finish_run(
+        results, began, _render, out, log, start_marker=SECTION_START, end_marker=SECTION_END
+    )
     return results

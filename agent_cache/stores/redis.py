@@ -298,15 +298,7 @@ class RedisStore:
                 oldest = [k for k in oldest if k not in doomed][:excess]
                 if not oldest:
                     break
-                read = client.pipeline(transaction=False)
-                for key in oldest:
-                    read.hget(self._e(key), "n")
-                owners = read.execute()
-                mine = [
-                    k
-                    for k, n in zip(oldest, owners, strict=True)
-                    if n is not None and _text(n) == namespace
-                ]
+                mine = self._owned_by(namespace, oldest)
                 stale = set(oldest).difference(mine)
                 if stale:
                     client.zrem(order, *stale)
@@ -369,15 +361,7 @@ class RedisStore:
         members = [_text(m) for m in client.sscan_iter(self._ns(namespace), count=_CHUNK)]
         removed = 0
         for chunk in _chunks(list(dict.fromkeys(members))):
-            pipe = client.pipeline(transaction=False)
-            for key in chunk:
-                pipe.hget(self._e(key), "n")
-            owners = pipe.execute()
-            mine = [
-                k
-                for k, n in zip(chunk, owners, strict=True)
-                if n is not None and _text(n) == namespace
-            ]
+            mine = self._owned_by(namespace, chunk)
             stale = set(chunk).difference(mine)  # expired, or moved to another namespace
             removed += self._delete_chunk(mine)
             if stale:
@@ -643,6 +627,17 @@ class RedisStore:
         if expires is not None and float(_text(expires)) <= now:
             return None
         return _text(value)
+
+    def _owned_by(self, namespace: str, keys: Sequence[str]) -> list[str]:
+        """Those of ``keys`` whose record exists and belongs to ``namespace`` (an index
+        member may have expired natively, or been rewritten in another namespace)."""
+        read = self._redis().pipeline(transaction=False)
+        for key in keys:
+            read.hget(self._e(key), "n")
+        owners = read.execute()
+        return [
+            k for k, n in zip(keys, owners, strict=True) if n is not None and _text(n) == namespace
+        ]
 
     def _delete_chunk(self, keys: Sequence[str]) -> int:
         if not keys:

@@ -51,6 +51,7 @@ log = logging.getLogger("agent_cache.langchain")
 Sampling = Literal["cache", "skip", "n_samples"]
 _SAMPLING = ("cache", "skip", "n_samples")
 _RECORD_VERSION = 1
+_READS = ("use", "no_store")  # the policies that read the cache
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,11 @@ def _copy(chunk: ChatGenerationChunk, update: dict[str, Any] | None = None) -> C
         message=chunk.message.model_copy(update=update or {}),
         generation_info=chunk.generation_info,
     )
+
+
+def _again(policy: CachePolicy) -> CachePolicy:
+    """The policy of a second try after a served entry that could not be read."""
+    return "no_store" if policy == "no_store" else "refresh"
 
 
 def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
@@ -291,6 +297,18 @@ class AgentCache(BaseCache):
         )
         return self._result(hit, plan)
 
+    def _own_lookup(self, prompt: str, llm_string: str, policy: CachePolicy) -> CachedResult | None:
+        """The read of a request the core's fetch does not serve (``"skip"`` and
+        ``"n_samples"`` read and write on their own): none under ``"bypass"`` and
+        ``"refresh"``."""
+        return self.lookup_result(prompt, llm_string) if policy in _READS else None
+
+    async def _aown_lookup(
+        self, prompt: str, llm_string: str, policy: CachePolicy
+    ) -> CachedResult | None:
+        """Async twin of :meth:`_own_lookup`."""
+        return await self.alookup_result(prompt, llm_string) if policy in _READS else None
+
     # ------------------------------------------------------------------ one request path
     def fetch_result(
         self,
@@ -310,9 +328,7 @@ class AgentCache(BaseCache):
         """
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
-            found = (
-                self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") else None
-            )
+            found = self._own_lookup(prompt, llm_string, policy)
             if found is not None:
                 return FetchedResult(found.generations, found.hit, False)
             generations = list(compute())
@@ -337,11 +353,7 @@ class AgentCache(BaseCache):
         """Async twin of :meth:`fetch_result`."""
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":
-            found = (
-                await self.alookup_result(prompt, llm_string)
-                if policy in ("use", "no_store")
-                else None
-            )
+            found = await self._aown_lookup(prompt, llm_string, policy)
             if found is not None:
                 return FetchedResult(found.generations, found.hit, False)
             generations = list(await compute())
@@ -393,9 +405,7 @@ class AgentCache(BaseCache):
         """
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
-            found = (
-                self.lookup_result(prompt, llm_string) if policy in ("use", "no_store") else None
-            )
+            found = self._own_lookup(prompt, llm_string, policy)
             if found is not None:
                 yield from replay_chunks(found.generations[0])
                 return
@@ -410,7 +420,7 @@ class AgentCache(BaseCache):
             if served is not None:
                 yield from replay_chunks(served[0])
                 return
-            again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
+            again = _again(policy)  # unreadable: call the model
             got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, again))
         first = True
         try:
@@ -431,11 +441,7 @@ class AgentCache(BaseCache):
         """Async twin of :meth:`stream_result`."""
         plan = self._plan(prompt, llm_string)
         if plan.mode != "cache":
-            found = (
-                await self.alookup_result(prompt, llm_string)
-                if policy in ("use", "no_store")
-                else None
-            )
+            found = await self._aown_lookup(prompt, llm_string, policy)
             if found is not None:
                 for chunk in replay_chunks(found.generations[0]):
                     yield chunk
@@ -454,7 +460,7 @@ class AgentCache(BaseCache):
                 for chunk in replay_chunks(served[0]):
                     yield chunk
                 return
-            again = "no_store" if policy == "no_store" else "refresh"  # unreadable: call
+            again = _again(policy)  # unreadable: call the model
             got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, again))
         first = True
         try:

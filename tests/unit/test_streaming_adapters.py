@@ -366,3 +366,52 @@ def test_lc_concurrent_identical_async_streamed_misses_make_one_call_and_one_wri
 
     assert asyncio.run(main()) == ["".join(WORDS)] * 3
     assert inner._calls == 1 and layered.stats().stores == 1
+
+
+def _li_stream_text(llm: CachedLLM, api: str, question: str, **kw: Any) -> str:
+    """The text of one streamed LlamaIndex call (``api``: the sync or async method)."""
+    if api == "stream_chat":
+        return "".join(r.delta or "" for r in llm.stream_chat(user(question), **kw))
+    if api == "stream_complete":
+        return "".join(r.delta or "" for r in llm.stream_complete(question, **kw))
+
+    async def go() -> str:
+        if api == "astream_chat":
+            stream: Any = await llm.astream_chat(user(question), **kw)
+        else:
+            stream = await llm.astream_complete(question, **kw)
+        return "".join([r.delta or "" async for r in stream])
+
+    return asyncio.run(go())
+
+
+LI_STREAMS = ["stream_chat", "astream_chat", "stream_complete", "astream_complete"]
+
+
+@pytest.mark.parametrize("api", LI_STREAMS)
+def test_li_stream_the_cache_refuses_streams_from_the_model(api: str) -> None:
+    inner = CountingLLM()
+    cache = LayeredCache(path=None, embedder=HashEmbedder(), max_prompt_bytes=64)
+    llm = CachedLLM(llm=inner, cache=cache)
+    long_question = "How do I reset the password of my account " + "x" * 100 + "?"
+    assert _li_stream_text(llm, api, long_question).endswith("#1")  # the model, at once
+    assert _li_stream_text(llm, api, long_question)
+    assert inner.total() == 2 and cache.stats().stores == 0  # never cached, never lost
+
+
+@pytest.mark.parametrize("api", LI_STREAMS)
+def test_li_stream_over_an_unreadable_entry_asks_the_model_and_overwrites_it(api: str) -> None:
+    llm, inner = li()
+    first = _li_stream_text(llm, api, QUESTION)
+    kind = "chat" if api.endswith("chat") else "complete"
+    call = (
+        llm._prepare("chat", {}, messages=user(QUESTION))
+        if kind == "chat"
+        else llm._prepare("complete", {"formatted": False}, prompt=QUESTION)
+    )
+    assert call is not None
+    llm.cache.store(**llm._lookup_args(call), response={"not": "an answer"})
+    again = _li_stream_text(llm, api, QUESTION)
+    assert inner.total() == 2 and again != first  # the model answered anew (numbered)
+    assert _li_stream_text(llm, api, QUESTION) == again  # and its answer replaced the entry
+    assert inner.total() == 2

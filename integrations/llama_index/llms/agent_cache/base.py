@@ -86,10 +86,14 @@ class _Call:
     llm_string: str
 
 
+def _stored(payload: Any) -> Any:
+    """A payload as the codec's ``encode`` returns it (``None``: ``NOT_STORED``)."""
+    return NOT_STORED if payload is None else payload
+
+
 def _encode_chat(response: ChatResponse) -> Any:
     """The stored form of a chat answer (``NOT_STORED``: empty, or no JSON form)."""
-    payload = _codec.chat_payload(response.message)
-    return NOT_STORED if payload is None else payload
+    return _stored(_codec.chat_payload(response.message))
 
 
 def _decode_chat(payload: Any) -> ChatResponse:
@@ -101,8 +105,7 @@ def _decode_chat(payload: Any) -> ChatResponse:
 
 def _encode_completion(response: CompletionResponse) -> Any:
     """The stored form of a completion (``NOT_STORED``: an empty one)."""
-    payload = _codec.completion_payload(response)
-    return NOT_STORED if payload is None else payload
+    return _stored(_codec.completion_payload(response))
 
 
 def _decode_completion(payload: Any) -> CompletionResponse:
@@ -115,6 +118,7 @@ def _decode_completion(payload: Any) -> CompletionResponse:
 _CHAT = (_encode_chat, _decode_chat)
 _COMPLETION = (_encode_completion, _decode_completion)
 _Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
+_Rebuild = Callable[[Any, dict[str, Any], bool], Any]
 
 
 async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
@@ -413,11 +417,19 @@ class CachedLLM(FunctionCallingLLM):
             dispatcher.event(LLMCompletionEndEvent(prompt=args, response=response))
 
     # ------------------------------------------------------------------ chat
-    def _chat_outcome(
-        self, call: _Call, got: Fetched | None, messages: Sequence[ChatMessage]
-    ) -> ChatResponse | None:
-        """The response for a core outcome; ``None``: call the wrapped LLM here."""
-        if got is None or not isinstance(got.value, ChatResponse):
+    def _outcome(
+        self,
+        call: _Call,
+        got: Fetched | None,
+        api: str,
+        args: Any,
+        kind: type[Any],
+        rebuild: _Rebuild,
+    ) -> Any:
+        """The response (a ``kind``) for a core outcome of a chat or completion call
+        (``rebuild``: a response of its own with new ``additional_kwargs``); ``None``:
+        call the wrapped LLM here."""
+        if got is None or not isinstance(got.value, kind):
             return None
         response = got.value
         if got.computed:
@@ -425,15 +437,20 @@ class CachedLLM(FunctionCallingLLM):
             response.additional_kwargs["agent_cache"] = dict(_MISS)
             return response
         if got.hit is not None:  # a fresh object, decoded from the entry
-            served = ChatResponse(
-                message=response.message, additional_kwargs=self._served(call, got.hit)
-            )
-            self._announce_hit("chat", messages, served)
+            served = rebuild(response, self._served(call, got.hit), False)
+            self._announce_hit(api, args, served)
             return served
-        return ChatResponse(  # the concurrent caller's answer: a copy of its own
-            message=response.message.model_copy(deep=True),
-            additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}},
+        # the concurrent caller's answer: a copy of its own
+        return rebuild(response, {"agent_cache": {**_MISS, "coalesced": True}}, True)
+
+    def _chat_outcome(
+        self, call: _Call, got: Fetched | None, messages: Sequence[ChatMessage]
+    ) -> ChatResponse | None:
+        """The response for a core outcome; ``None``: call the wrapped LLM here."""
+        found: ChatResponse | None = self._outcome(
+            call, got, "chat", messages, ChatResponse, _rebuild_chat
         )
+        return found
 
     @dispatcher.span
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -493,17 +510,56 @@ class CachedLLM(FunctionCallingLLM):
         args = self._stream_args(
             call, policy, lambda: _missed_marks(inner.stream_chat(messages, **kwargs)), _chat_final
         )
+        stream: ChatResponseGen = self._streamed(
+            call, args, self._chat_served, ("chat", messages),
+            lambda: inner.stream_chat(messages, **kwargs),
+        )  # fmt: skip
+        return stream
+
+    def _streamed(
+        self,
+        call: _Call,
+        args: dict[str, Any],
+        served: Callable[[_Call, Any], Iterator[Any] | None],
+        announce: tuple[str, Any],
+        direct: Callable[[], Any],
+    ) -> Any:
+        """The stream of a chat or completion call through ``fetch_stream``: a replay
+        (announced as ``announce``, the API and its arguments, once run), or the model's
+        stream read with the other identical requests; ``direct()`` (the wrapped LLM's
+        own stream) when the cache refuses the request."""
         try:
             got = self._cache.fetch_stream(**args)
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
-            return inner.stream_chat(messages, **kwargs)
-        replay = self._chat_served(call, got)
+            return direct()
+        replay = served(call, got)
         if replay is not None:
-            return self._announced("chat", messages, replay)
+            return self._announced(*announce, replay)
         if got.served:  # an entry it cannot read: ask the model again, and overwrite it
-            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
+            got = self._cache.fetch_stream(**{**args, "policy": _again(args["policy"])})
         return _followed(got)
+
+    async def _astreamed(
+        self,
+        call: _Call,
+        args: dict[str, Any],
+        served: Callable[[_Call, Any], Iterator[Any] | None],
+        announce: tuple[str, Any],
+        direct: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """Async twin of :meth:`_streamed`."""
+        try:
+            got = await self._cache.afetch_stream(**args)
+        except AgentCacheError as exc:
+            log.warning("agent-cache skipped: %s", exc)
+            return await direct()
+        replay = served(call, got)
+        if replay is not None:
+            return self._aannounced(*announce, replay)
+        if got.served:
+            got = await self._cache.afetch_stream(**{**args, "policy": _again(args["policy"])})
+        return _afollowed(got)
 
     def _announced(self, api: str, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
         last = None
@@ -536,17 +592,11 @@ class CachedLLM(FunctionCallingLLM):
             return _amissed_marks(await inner.astream_chat(messages, **kwargs))
 
         args = self._stream_args(call, policy, start, _chat_final)
-        try:
-            got = await self._cache.afetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return await inner.astream_chat(messages, **kwargs)
-        replay = self._chat_served(call, got)
-        if replay is not None:
-            return self._aannounced("chat", messages, replay)
-        if got.served:
-            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
-        return _afollowed(got)
+        astream: ChatResponseAsyncGen = await self._astreamed(
+            call, args, self._chat_served, ("chat", messages),
+            lambda: inner.astream_chat(messages, **kwargs),
+        )  # fmt: skip
+        return astream
 
     # ------------------------------------------------------------------ streams
     def _stream_args(
@@ -610,23 +660,11 @@ class CachedLLM(FunctionCallingLLM):
     def _completion_outcome(
         self, call: _Call, got: Fetched | None, prompt: str
     ) -> CompletionResponse | None:
-        """The response for a core outcome; ``None``: call the wrapped LLM here."""
-        if got is None or not isinstance(got.value, CompletionResponse):
-            return None
-        response = got.value
-        if got.computed:
-            self._missed(call)
-            response.additional_kwargs["agent_cache"] = dict(_MISS)
-            return response
-        if got.hit is not None:
-            served = CompletionResponse(
-                text=response.text, additional_kwargs=self._served(call, got.hit)
-            )
-            self._announce_hit("complete", prompt, served)
-            return served
-        return CompletionResponse(
-            text=response.text, additional_kwargs={"agent_cache": {**_MISS, "coalesced": True}}
+        """:meth:`_chat_outcome` for completions."""
+        found: CompletionResponse | None = self._outcome(
+            call, got, "complete", prompt, CompletionResponse, _rebuild_completion
         )
+        return found
 
     @dispatcher.span
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -702,17 +740,11 @@ class CachedLLM(FunctionCallingLLM):
             lambda: _missed_marks(inner.stream_complete(prompt, formatted=formatted, **kwargs)),
             _completion_final,
         )
-        try:
-            got = self._cache.fetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return inner.stream_complete(prompt, formatted=formatted, **kwargs)
-        replay = self._completion_served(call, got)
-        if replay is not None:
-            return self._announced("complete", prompt, replay)
-        if got.served:
-            got = self._cache.fetch_stream(**{**args, "policy": _again(policy)})
-        return _followed(got)
+        stream: CompletionResponseGen = self._streamed(
+            call, args, self._completion_served, ("complete", prompt),
+            lambda: inner.stream_complete(prompt, formatted=formatted, **kwargs),
+        )  # fmt: skip
+        return stream
 
     @dispatcher.span
     async def astream_complete(
@@ -734,17 +766,11 @@ class CachedLLM(FunctionCallingLLM):
             return _amissed_marks(stream)
 
         args = self._stream_args(call, policy, start, _completion_final)
-        try:
-            got = await self._cache.afetch_stream(**args)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-        replay = self._completion_served(call, got)
-        if replay is not None:
-            return self._aannounced("complete", prompt, replay)
-        if got.served:
-            got = await self._cache.afetch_stream(**{**args, "policy": _again(policy)})
-        return _afollowed(got)
+        astream: CompletionResponseAsyncGen = await self._astreamed(
+            call, args, self._completion_served, ("complete", prompt),
+            lambda: inner.astream_complete(prompt, formatted=formatted, **kwargs),
+        )  # fmt: skip
+        return astream
 
     # ------------------------------------------------------------------ template hints
     @contextlib.contextmanager
@@ -910,6 +936,18 @@ async def _afollowed(got: Any) -> AsyncGenerator[Any, None]:
             yield response if got.computed else _as_follower(response)
     finally:
         await got.aclose()
+
+
+def _rebuild_chat(response: Any, kwargs: dict[str, Any], coalesced: bool) -> ChatResponse:
+    """A chat response of its own (a coalesced one copies the message too)."""
+    message = response.message.model_copy(deep=True) if coalesced else response.message
+    return ChatResponse(message=message, additional_kwargs=kwargs)
+
+
+def _rebuild_completion(
+    response: Any, kwargs: dict[str, Any], _coalesced: bool
+) -> CompletionResponse:
+    return CompletionResponse(text=response.text, additional_kwargs=kwargs)
 
 
 def _again(policy: str) -> str:
