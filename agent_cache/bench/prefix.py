@@ -690,9 +690,10 @@ def _routing_markdown(r: dict[str, Any]) -> list[str]:
         f"count and are paced so that prefilling them with nothing cached would keep "
         f"the replicas {a['utilization']:.0%} busy; requests overlap in time. Routers see "
         "their own in-flight requests and `/metrics` read every second, and are told the "
-        "stream's characters per token (`VllmRouter(chars_per_token=...)`, what a "
-        "deployment reads off `usage.prompt_tokens`; the default 4.0 made the prefix tree "
-        "expire blocks the replicas still held); KV events arrive "
+        "stream's characters per token (`VllmRouter(chars_per_token=...)`; by default a "
+        "router learns it from `usage.prompt_tokens`, which matches the told value here "
+        "within a point, while a fixed 4.0 made the prefix tree expire blocks the replicas "
+        "still held); KV events arrive "
         f"{_routing.EVENT_LAG_S * 1000:.0f} ms after a prefill; the oracle reads every "
         "replica's cache exactly at routing time. *Busiest* is the busiest replica's "
         "requests and prefill tokens over the mean; *TTFT* is queueing plus prefill.",
