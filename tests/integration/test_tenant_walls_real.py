@@ -12,12 +12,12 @@ import pytest
 from agent_cache import LayeredCache
 from agent_cache.stores import RedisStore
 from agent_cache.testing import HashEmbedder
-from tests.unit.test_tenant_walls import Make, Q, TenantWalls, _fill, _intact
+from tests.unit.test_tenant_walls import DeploymentWalls, Make, Q, TenantWalls, _fill, _intact
 
 pytestmark = pytest.mark.integration
 
 
-class TestRedisChromaWalls(TenantWalls):
+class TestRedisChromaWalls(TenantWalls, DeploymentWalls):
     @pytest.fixture
     def make(self, redis_url: str, chroma_url: str) -> Iterator[Make]:
         run = uuid.uuid4().hex[:8]
@@ -40,7 +40,7 @@ class TestRedisChromaWalls(TenantWalls):
             cache.close()
 
 
-class TestRedisMemoryVectorWalls(TenantWalls):
+class TestRedisMemoryVectorWalls(TenantWalls, DeploymentWalls):
     @pytest.fixture
     def make(self, redis_url: str) -> Iterator[Make]:
         run = uuid.uuid4().hex[:8]

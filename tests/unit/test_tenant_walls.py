@@ -93,10 +93,16 @@ class TenantWalls:
         assert cache.vector_store.count() >= before - 1
         _intact(cache)
 
+
+class DeploymentWalls:
+    """Two deployments (prefixes) on one backend: for backends where a prefix names a
+    separate space (SQLite folder, Redis keys, Chroma collection). A ``MemoryStore`` has
+    no prefix: two caches handed one store object are one deployment, so the memory
+    class does not take these cases."""
+
     def test_another_deployment_is_never_cleared(self, make: Make) -> None:
         mine, theirs = make(prefix="agent_cache"), make(prefix="agent_cache.tenantB")
-        if mine.kv_store is theirs.kv_store:
-            pytest.skip("one store per deployment on this backend")
+        assert mine.kv_store is not theirs.kv_store
         _fill(theirs)
         theirs.bump_version("A")
         theirs.store(Q, "answer for A", namespace="A")
@@ -127,7 +133,7 @@ class TestMemoryWalls(TenantWalls):
         return make
 
 
-class TestSQLiteWalls(TenantWalls):
+class TestSQLiteWalls(TenantWalls, DeploymentWalls):
     @pytest.fixture
     def make(self, tmp_path: Path) -> Iterator[Make]:
         made: list[LayeredCache] = []
