@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache._threads import pass_threads
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
 
@@ -62,22 +63,7 @@ def default_threads() -> int:
         >>> default_threads() >= 1
         True
     """
-    env = os.environ.get("AGENT_CACHE_EMBED_THREADS", "").strip()
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise ConfigurationError(
-                f"AGENT_CACHE_EMBED_THREADS must be an integer, got {env!r}"
-            ) from None
-        if value < 1:
-            raise ConfigurationError(f"AGENT_CACHE_EMBED_THREADS must be >= 1, got {value}")
-        return value
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return 1 if cores <= 2 else min(4, cores // 2)
+    return pass_threads("AGENT_CACHE_EMBED_THREADS")
 
 
 def onnx_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
