@@ -588,7 +588,11 @@ class SQLiteStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            # WAL is stored in the file: switch only a file not in WAL yet (switching
+            # takes a lock the busy timeout does not wait for, so a new thread's
+            # connection failed with "database is locked" while others were writing)
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             if self._schema_ready_pid != pid:
                 conn.execute("BEGIN IMMEDIATE")
