@@ -15,10 +15,33 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build
-$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+# llama.cpp (the local model server of the demo and the integration tests) is compiled at
+# install time. Portable: GGML_NATIVE=OFF and an x86-64-v3 baseline (AVX2, FMA, F16C, BMI2;
+# SSE4.2 only on a build host without AVX2), no AVX-512 and no AMX, whose code crashes on
+# hosts or VMs that lack or forbid them. Only what the server needs is built (no llava/mtmd,
+# tests, examples or tools). Built from source with pip's cache off, so a wheel built
+# elsewhere or with other flags is never reused; the stamp names the flags, so a change of
+# flags rebuilds; scripts/check_llama_build.py then disassembles the libraries to prove it.
+LLAMA_VERSION := $(shell sed -n 's/^llama_cpp_python==//p' constraints.txt)
+HOST_AVX2     := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo ON || echo OFF)
+LLAMA_ISA     := -DGGML_AVX=$(HOST_AVX2) -DGGML_AVX2=$(HOST_AVX2) -DGGML_FMA=$(HOST_AVX2) -DGGML_F16C=$(HOST_AVX2) -DGGML_BMI2=$(HOST_AVX2)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF $(LLAMA_ISA) -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+LLAMA_STAMP   := $(VENV)/.llama-$(shell echo '$(LLAMA_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
+NPROC         := $(shell nproc 2>/dev/null || echo 2)
+
+$(LLAMA_STAMP): constraints.txt scripts/check_llama_build.py | $(BIN)/python
+	rm -f $(VENV)/.llama-*
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PIP) install --quiet \
+	  --no-cache-dir --no-binary llama-cpp-python --force-reinstall --no-deps \
+	  llama-cpp-python==$(LLAMA_VERSION)
+	$(BIN)/python scripts/check_llama_build.py
+	touch $@
+
+# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build (torch is only in
+# the dev set, through the sentence-transformers extra; the default install has none)
+$(STAMP): pyproject.toml constraints.txt $(LLAMA_STAMP) | $(BIN)/python
 	$(PIP) install --quiet torch==2.13.0
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install --quiet -c constraints.txt -e '.[all,dev]'
+	$(PIP) install --quiet -c constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
