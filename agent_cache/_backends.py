@@ -128,11 +128,12 @@ class Backends:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from agent_cache.embedders import embedder_from
+            from agent_cache.embedders import shared_embedder
 
             with self._lock:
                 if self._embedder is None:
-                    self._embedder = embedder_from(self._embedder_spec)
+                    # one model per process for a model name, released by close()
+                    self._embedder = shared_embedder(self._embedder_spec)
         return self._embedder
 
     @property
@@ -158,10 +159,17 @@ class Backends:
         return {layer: b.state for layer, b in self.breakers.items()}
 
     def close(self) -> None:
-        """Close what was built here (never a store passed in)."""
+        """Close what was built here (never a store passed in) and give back this cache's
+        share of the embedder (the last cache using a model frees it)."""
         for backend in self._owned:
             backend.close()
         self._owned.clear()
+        with self._lock:
+            embedder, self._embedder = self._embedder, None
+        if embedder is not None:
+            from agent_cache.embedders import release_embedder
+
+            release_embedder(embedder)
 
     def _own(self, backend: T) -> T:
         self._owned.append(backend)

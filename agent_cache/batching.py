@@ -118,13 +118,17 @@ class MicroBatcher:
         return await asyncio.wrap_future(self._submit(items))
 
     def close(self) -> None:
-        """Stop the worker after the queued requests; later calls start it again."""
+        """Stop the worker after the queued requests and close the inner embedder (its model
+        is freed); later calls start both again."""
         with self._cond:
             self._closed = True
             worker = self._worker
             self._cond.notify_all()
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=5.0)
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
 
     # ------------------------------------------------------------------ worker
     def _submit(self, items: list[str]) -> Future[Vectors]:

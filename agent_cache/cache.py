@@ -866,8 +866,26 @@ class LayeredCache:
         )
 
     # ------------------------------------------------------------------ lifecycle
+    def warm(self) -> LayeredCache:
+        """Load now what the first requests would otherwise pay for: the stores are opened,
+        the embedding model is loaded and runs once, and the difference analysis's data
+        is read (once per process). Returns the cache, so ``LayeredCache(...).warm()``.
+
+        Without it a new process's first semantic store + lookup takes ~1 s; after it,
+        tens of milliseconds (``docs/benchmarks.md``, first hour).
+        """
+        from agent_cache.differences import warm as warm_analysis
+
+        self._backends.kv  # noqa: B018 - opens the store
+        self._backends.vectors  # noqa: B018
+        self._backends.embedder.embed(["warm up the embedding model"])
+        warm_analysis()
+        return self
+
     def close(self) -> None:
-        """Close the backends this cache created (never those passed in)."""
+        """Close the backends this cache created (never those passed in), stop its threads
+        and give back its share of the embedding model (the last cache using it frees it).
+        """
         self._backends.close()
 
     def __enter__(self) -> LayeredCache:

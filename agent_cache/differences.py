@@ -1094,3 +1094,22 @@ def explain(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         ...
     """
     return analyze(query, candidate, case_sensitive=case_sensitive)
+
+
+_WARM = threading.Event()
+
+
+def warm() -> None:
+    """Load the analysis data now (the word-frequency list, stemmer, lemma tables and the
+    compiled rules), once per process, so no request pays for it (~0.3 s on 2 cores).
+
+    Example:
+        >>> warm()  # idempotent; the second call returns at once
+    """
+    if _WARM.is_set():
+        return
+    _Dictionary.frequency("the")
+    _stem("resetting")
+    _lemmas("passwords")
+    analyze("How do I reset my password today?", "How can I reset my passwords tomorrow?")
+    _WARM.set()

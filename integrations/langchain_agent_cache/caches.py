@@ -5,6 +5,7 @@ Use it globally (``set_llm_cache(AgentCache())``) or per model (``ChatOpenAI(cac
 
 from __future__ import annotations
 
+import os
 import logging
 import threading
 from collections.abc import (
@@ -25,6 +26,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation
 
 from agent_cache import (
+    default_cache,
     NOT_STORED,
     CacheHit,
     CachePolicy,
@@ -140,7 +142,10 @@ class AgentCache(BaseCache):
     two different conversations is a miss, not a wrong hit.
 
     Args:
-        cache: the core cache to use; ``None`` builds one from ``**layered``.
+        cache: the core cache to use, or a directory (``AgentCache(".agent_cache")``: the
+            process's shared cache there, :func:`agent_cache.default_cache`). ``None``
+            with no ``**layered`` or only ``path=`` is that shared cache too; other
+            ``**layered`` arguments build a cache of this object's own.
         namespace: the core namespace (own threshold, version and invalidation).
         sampling: what to do when the call samples (temperature > 0): ``"cache"`` (the
             default: cache as usual), ``"skip"`` (neither read nor write), or
@@ -164,7 +169,7 @@ class AgentCache(BaseCache):
 
     def __init__(
         self,
-        cache: LayeredCache | None = None,
+        cache: LayeredCache | str | os.PathLike[str] | None = None,
         *,
         namespace: str = "default",
         sampling: Sampling = "cache",
@@ -181,10 +186,20 @@ class AgentCache(BaseCache):
             raise ConfigurationError(f"sampling must be one of {_SAMPLING}, not {sampling!r}")
         if n_samples < 1:
             raise ConfigurationError("n_samples must be >= 1")
-        if cache is not None and not isinstance(cache, LayeredCache):
-            raise ConfigurationError(f"cache must be a LayeredCache, not {type(cache).__name__}")
-        self.layered: LayeredCache = cache if cache is not None else LayeredCache(**layered)
-        self._owns = cache is None
+        self._owns = False
+        if isinstance(cache, str | os.PathLike):  # AgentCache(".agent_cache")
+            cache = default_cache(cache)
+        elif cache is None and set(layered) <= {"path"} and layered.get("path", "") is not None:
+            # AgentCache() / AgentCache(path=...): the process's one cache for that directory,
+            # the same object every adapter's default uses (one database, one model)
+            cache = default_cache(layered.get("path"))
+        elif cache is None:
+            cache, self._owns = LayeredCache(**layered), True
+        if not isinstance(cache, LayeredCache):
+            raise ConfigurationError(
+                f"cache must be a LayeredCache or a directory path, not {type(cache).__name__}"
+            )
+        self.layered: LayeredCache = cache
         self.namespace = namespace
         self.sampling = sampling
         self.n_samples = n_samples
