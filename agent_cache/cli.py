@@ -597,18 +597,20 @@ def _version() -> str:
 
 CALIBRATE_INPUT = """\
 input: labeled question pairs, one JSON object a line:
-  {"a": "how do I reset my password?", "b": "how can I reset my password?", "label": 1}
+  {{"a": "how do I reset my password?", "b": "how can I reset my password?", "label": 1}}
   "a" is stored, "b" is looked up; "label" is 1 when they ask the same thing, 0 when
   not; an optional "namespace" (a str) calibrates a threshold per namespace (with at
   least 200 pairs in it). The threshold chosen is the lowest whose lower 95% bound on
   precision meets --target-precision. When none does, calibrate exits 1 and OUT is
-  marked "target_met": false (its threshold never looser than the default, 0.92):
+  marked "target_met": false (its threshold never looser than the default, {default}):
   LayeredCache(config=OUT) refuses such a file unless loaded as
   LayeredCache(config=agent_cache.calibrate.allow_unmet_target(OUT)).
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agent_cache.cache import DEFAULT_THRESHOLD
+
     parser = _Parser(
         prog="agent-cache",
         description=__doc__,
@@ -713,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate",
         help="pick a threshold from labeled pairs",
         description="Pick the semantic threshold from labeled question pairs.",
-        epilog=CALIBRATE_INPUT,
+        epilog=CALIBRATE_INPUT.format(default=DEFAULT_THRESHOLD),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cal.add_argument("file", help="labeled pairs: {a, b, label[, namespace]} JSON lines")
