@@ -21,7 +21,15 @@ from agent_cache.keys import Template
 from agent_cache.policy import TtlPolicy
 from agent_cache.stats import StatsSink
 
-__all__ = ["Setting", "Settings", "check_threshold", "read_config", "sinks_from"]
+__all__ = [
+    "Setting",
+    "Settings",
+    "UnmetTargetConfig",
+    "allow_unmet_target",
+    "check_threshold",
+    "read_config",
+    "sinks_from",
+]
 
 T = TypeVar("T")
 
@@ -32,14 +40,49 @@ def check_threshold(value: Any) -> float:
     return float(value)
 
 
+class UnmetTargetConfig(os.PathLike[str]):
+    """A calibration config to load although ``calibrate`` missed its target precision
+    (see :func:`allow_unmet_target`); any path-like accepted by ``config=``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"allow_unmet_target({self.path!r})"
+
+
+def allow_unmet_target(path: str | os.PathLike[str]) -> UnmetTargetConfig:
+    """Say that ``LayeredCache(config=...)`` may load a config marked ``"target_met":
+    false`` (``agent-cache calibrate`` reached no threshold with the precision bound asked
+    for); without it, such a file is a :class:`ConfigurationError`.
+
+    Example:
+        >>> from agent_cache.calibrate import allow_unmet_target
+        >>> LayeredCache(config=allow_unmet_target("agent_cache.json"))  # doctest: +SKIP
+    """
+    return UnmetTargetConfig(path)
+
+
 def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON object ``agent-cache calibrate`` wrote."""
+    """The JSON object ``agent-cache calibrate`` wrote; one marked ``"target_met": false``
+    only through :func:`allow_unmet_target`."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read config {path}: {exc}") from exc
+        raise ConfigurationError(f"cannot read config {os.fspath(path)}: {exc}") from exc
     if not isinstance(data, dict):
-        raise ConfigurationError(f"config {path} must hold a JSON object")
+        raise ConfigurationError(f"config {os.fspath(path)} must hold a JSON object")
+    if data.get("target_met") is False and not isinstance(path, UnmetTargetConfig):
+        bound = data.get("best_precision_bound", data.get("precision_bound"))
+        raise ConfigurationError(
+            f"config {os.fspath(path)}: calibrate missed its target precision "
+            f"{data.get('target_precision')!r} (best lower bound {bound!r}); recalibrate "
+            "with more pairs or a lower --target-precision, or load it anyway with "
+            "config=agent_cache.calibrate.allow_unmet_target(path)"
+        )
     return data
 
 

@@ -13,6 +13,12 @@ The operating point is picked from a **lower confidence bound** on precision (Wi
 happens to read 0.90 promises nothing, and the bound says so. ``calibrate`` reports the
 bound it promises; :func:`question_split` gives the question-disjoint halves to measure a
 promise on questions the calibration never saw.
+
+When no threshold's bound reaches the target, the config says so (``"target_met":
+false``, with the best bound reached) and its threshold is never looser than the
+cache's default (:data:`agent_cache.DEFAULT_THRESHOLD`): a missed target must not
+loosen the cache. ``LayeredCache(config=...)`` refuses such a file unless it is passed as
+``config=allow_unmet_target(path)``; ``agent-cache calibrate`` exits 1.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from agent_cache import semantic
+from agent_cache._settings import allow_unmet_target
+from agent_cache.cache import DEFAULT_THRESHOLD
 from agent_cache.differences import analyze
 from agent_cache.errorbound import wilson_lower
 from agent_cache.errors import ConfigurationError
@@ -41,6 +49,7 @@ __all__ = [
     "ScoredCandidate",
     "ScoredQuery",
     "calibrate",
+    "allow_unmet_target",
     "curve",
     "load_pairs",
     "pick",
@@ -378,8 +387,13 @@ def calibrate(
     """Measure the curve and pick the threshold for ``target_precision`` from its bound.
 
     Pairs carrying a ``namespace`` get a threshold per namespace when a namespace has at
-    least ``min_namespace_pairs`` of them. Returns the JSON-ready config that
-    ``LayeredCache(config=...)`` reads.
+    least ``min_namespace_pairs`` of them (only where the target is met there). Returns
+    the JSON-ready config that ``LayeredCache(config=...)`` reads.
+
+    When no threshold meets the target, ``"target_met"`` is ``False``,
+    ``"best_precision_bound"`` / ``"best_threshold"`` give the best bound reached, and
+    ``"threshold"`` is the stricter of that point and :data:`DEFAULT_THRESHOLD`
+    (``"chosen"`` and ``"precision_bound"`` describe the threshold written).
     """
     if not 0.0 < target_precision < 1.0:
         raise ConfigurationError("target_precision must be in (0, 1)")
@@ -389,14 +403,24 @@ def calibrate(
     queries = score_queries(pairs, embedder, verifier=reranker, judge_with=judge, progress=progress)
     points = curve(queries, GRID, mode)
     chosen = pick(points, target_precision)
-    fallback = chosen is None
-    if chosen is None:
-        chosen = pick_threshold(points, target_precision)
+    met = chosen is not None
+    best = pick_threshold(points, target_precision)
+    if chosen is None:  # never looser than the default: a missed target loosens nothing
+        chosen = best
+        if chosen.threshold < DEFAULT_THRESHOLD:
+            stricter = [p for p in points if p.threshold >= DEFAULT_THRESHOLD]
+            chosen = (
+                min(stricter, key=lambda p: p.threshold)
+                if stricter
+                else CurvePoint(DEFAULT_THRESHOLD, 0, 0, 0, 0, 0.0, 1.0, 1.0, 0.0)
+            )
     result: dict[str, Any] = {
         "threshold": chosen.threshold,
         "target_precision": target_precision,
         "precision_bound": round(chosen.precision_lower, 4),
-        "target_met": not fallback,
+        "target_met": met,
+        "best_precision_bound": round(best.precision_lower, 4),
+        "best_threshold": best.threshold,
         "embedder": getattr(embedder, "name", type(embedder).__name__),
         "pairs": len(pairs),
         "mode": mode,

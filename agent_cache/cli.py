@@ -1,18 +1,27 @@
 """``agent-cache`` command line: demo, bench, replay, stats, export, warmup, clear, calibrate,
-train-verifier, vllm-command."""
+train-verifier, vllm-command.
+
+Every error is one line on stderr, ``agent-cache: error: ...``, and exit status 2 (a
+missing or unreadable file, a malformed line, a path that holds no cache, a bad option).
+``--debug`` (or ``AGENT_CACHE_DEBUG=1``) re-raises instead, with the traceback.
+``calibrate`` that misses its target precision exits 1."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NoReturn
 
-from agent_cache.errors import AgentCacheError
+from agent_cache.errors import AgentCacheError, ConfigurationError
 
 __all__ = ["main"]
+
+DEBUG_ENV = "AGENT_CACHE_DEBUG"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -22,12 +31,33 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_out(out: str | None) -> Path:
+    """``--out``, else the repository's ``docs/benchmarks.md`` when the current directory
+    has one (``make bench`` at the repository root), else ``benchmarks.md`` here."""
+    if out is not None:
+        return Path(out)
+    repo = Path("docs") / "benchmarks.md"
+    return repo if repo.is_file() else Path("benchmarks.md")
+
+
+def _given_file(value: str | None, option: str) -> Path | None:
+    """The file an option names (``None`` when not given); a one-line error if absent."""
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise ConfigurationError(f"{option} {value}: no such file")
+    return path
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
+    out = _bench_out(args.out)
+    data = _given_file(args.data, "--data")
     if args.suite == "prefix":
         from agent_cache.bench.prefix import run_prefix_bench
 
         run_prefix_bench(
-            out=Path(args.out),
+            out=out,
             requests=args.requests,
             batch=args.batch,
             capacity_blocks=args.capacity_blocks,
@@ -37,24 +67,37 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         )
         return 0
     if args.suite == "semantic":
+        from agent_cache.bench.core import TRAP_FILE, default_trap_path
         from agent_cache.bench.semantic import run_semantic_bench
 
+        if data is None:
+            raise ConfigurationError(
+                "bench semantic needs labeled pairs: pass --data FILE "
+                "({a, b, label} JSON lines, e.g. QQP's qqp_dev.jsonl)"
+            )
+        traps = _given_file(args.trap, "--trap") or default_trap_path()
+        if traps is None:
+            raise ConfigurationError(
+                f"bench semantic needs the trap suite: {TRAP_FILE} is not in the current "
+                "directory (run from the repository root) - pass --trap FILE"
+            )
         run_semantic_bench(
-            out=Path(args.out),
-            data=Path(args.data) if args.data else None,
+            out=out,
+            data=data,
             pairs=args.pairs,
             verifier=Path(args.verifier) if args.verifier else None,
             train_verifier=args.train_verifier,
             peer=not args.no_peer,
+            traps=traps,
         )
         return 0
     if args.suite == "latency":
         from agent_cache.bench.latency import run_latency_bench
 
         run_latency_bench(
-            out=Path(args.out),
-            data=Path(args.data) if args.data else None,
-            trap=Path(args.trap) if args.trap else None,
+            out=out,
+            data=data,
+            trap=_given_file(args.trap, "--trap"),
             sizes=tuple(args.sizes),
             callers=tuple(args.callers),
             pairs=args.latency_pairs,
@@ -65,8 +108,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from agent_cache.bench.backends import run_backends_bench
 
         run_backends_bench(
-            out=Path(args.out),
-            data=Path(args.data) if args.data else None,
+            out=out,
+            data=data,
             entries=args.entries,
             lookups=args.lookups,
             threads=tuple(args.callers),
@@ -79,11 +122,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
 
-    run_core_bench(
-        out=Path(args.out),
-        data=Path(args.data) if args.data else None,
-        sizes=tuple(args.sizes),
-    )
+    run_core_bench(out=out, data=data, sizes=tuple(args.sizes))
     return 0
 
 
@@ -109,26 +148,33 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     result = calibrate(
         args.file,
-        embedder_from(args.embedder),
+        embedder_from(_embedder(args.embedder)),
         target_precision=args.target_precision,
         limit=args.limit,
         reranker=reranker_from(args.reranker) if args.reranker else None,
-        progress=_progress_bar(),
+        progress=None if args.no_progress else _progress_bar(),
     )
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if not result["target_met"]:
+        print(
+            f"agent-cache: calibrate: target precision {result['target_precision']} not met: "
+            f"the best lower 95% bound on {result['pairs']} pairs is "
+            f"{result['best_precision_bound']:.3f} (threshold "
+            f"{result['best_threshold']:.2f}); {args.out} is marked target_met: false "
+            f"(threshold {result['threshold']:.2f}, never looser than the default) and "
+            "LayeredCache(config=...) refuses it unless given "
+            "agent_cache.calibrate.allow_unmet_target(path)",
+            file=sys.stderr,
+        )
+        return 1
     c = result["chosen"]
-    promise = (
-        f"precision >= {result['target_precision']} promised: its lower 95% bound is "
-        f"{result['precision_bound']:.3f}"
-        if result["target_met"]
-        else f"WARNING: no threshold reaches a lower 95% bound of {result['target_precision']} "
-        f"on these pairs; the strictest bound found is {result['precision_bound']:.3f}"
-    )
     per_ns = "".join(f"\n  namespace {ns!r}: {t:.2f}" for ns, t in result["thresholds"].items())
     print(
         f"threshold {result['threshold']:.2f}: precision {c['precision']:.3f} "
         f"({c['hits']} hits), hit rate {c['hit_rate']:.3f} on {result['pairs']} pairs; "
-        f"{promise}{per_ns}\n-> {args.out}; use it with LayeredCache(config={args.out!r})"
+        f"precision >= {result['target_precision']} promised: its lower 95% bound is "
+        f"{result['precision_bound']:.3f}{per_ns}\n"
+        f"-> {args.out}; use it with LayeredCache(config={args.out!r})"
     )
     return 0
 
@@ -160,7 +206,7 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
         holdout=args.holdout,
         target_precision=args.target_precision,
         base=args.base,
-        log=print,
+        log=None if args.no_progress else print,  # the bars show with the messages
     )
     print(
         f"verifier saved to {out} in {time.perf_counter() - started:.0f} s"
@@ -232,10 +278,12 @@ def _backend_arguments(parser: argparse.ArgumentParser, path: str | None = ".age
     )
 
 
-def _open_cache(args: argparse.Namespace, embedder: Any = "hash") -> Any:
+def _open_cache(args: argparse.Namespace, embedder: Any = "hash", *, existing: bool = False) -> Any:
+    """The cache the options name; ``existing``: refuse a local path that holds no cache
+    (a read-only command must not create one: nothing is opened before the check)."""
     from agent_cache.cache import LayeredCache
 
-    return LayeredCache(
+    cache = LayeredCache(
         path=args.path,
         redis_url=args.redis_url,
         chroma_url=args.chroma_url,
@@ -244,7 +292,36 @@ def _open_cache(args: argparse.Namespace, embedder: Any = "hash") -> Any:
         backend_timeout=args.timeout,
         circuit_reset=None,
         embedder=_embedder(embedder),
-    )
+    )  # validates the options; the stores open on first use
+    if existing:
+        try:
+            _require_cache(args)
+        except ConfigurationError:
+            cache.close()
+            raise
+    return cache
+
+
+def _require_cache(args: argparse.Namespace) -> None:
+    """An embedded cache is a directory holding ``exact.sqlite3`` (entries, and vectors
+    with the default sqlite backend); with ``--redis-url`` only the vectors are local:
+    ``vectors.sqlite3`` (or ``vectors/`` for Chroma) there."""
+    if args.path is None:
+        return
+    path = Path(args.path)
+    if not args.redis_url:
+        need = path / "exact.sqlite3"
+    elif not args.chroma_url and args.vector_backend != "memory":
+        need = path / ("vectors" if args.vector_backend == "chroma" else "vectors.sqlite3")
+    else:
+        return  # nothing local
+    if not need.exists():
+        what = "no such directory" if not path.exists() else f"no {need.name} in it"
+        if path.exists() and not path.is_dir():
+            what = "not a directory"
+        raise ConfigurationError(
+            f"no cache at {path} ({what}); give the --path of an existing cache"
+        )
 
 
 def _cmd_warmup(args: argparse.Namespace) -> int:
@@ -302,8 +379,9 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from agent_cache.ops import backend_names, export_entries
 
+    cache = _open_cache(args, existing=True)
     bar = _progress(None, "export", not args.no_progress)
-    with _open_cache(args) as cache:
+    with cache:
         report = export_entries(
             cache,
             args.out,
@@ -326,7 +404,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_clear(args: argparse.Namespace) -> int:
     from agent_cache.ops import backend_names, clear_entries, entry_counts
 
-    with _open_cache(args) as cache:
+    with _open_cache(args, existing=True) as cache:
         where = backend_names(cache)
         counts = entry_counts(cache, args.namespace)["entries"]
         scope = (
@@ -368,14 +446,42 @@ def _embedder(spec: str) -> Any:
     return spec
 
 
+def _log_times(records: list[Any]) -> tuple[list[Any], bool]:
+    """The records on the log's own clock, and whether the log has one.
+
+    A line without a timestamp takes the timestamp of the nearest line before it that has
+    one (of the first line that has one, for lines before it): it keeps its place in the
+    log and never gets the wall clock, which would mix the time of the replay into the
+    log's. When no line has a timestamp, nothing changes and ``False`` says so (the plot
+    then puts lookups in log order on its time axis).
+    """
+    first = next((r.timestamp for r in records if r.timestamp is not None), None)
+    if first is None:
+        return records, False
+    last, out = first, []
+    for rec in records:
+        if rec.timestamp is None:
+            rec = dataclasses.replace(rec, timestamp=last)
+        last = rec.timestamp
+        out.append(rec)
+    return out, True
+
+
+def _plot(stats: Any, path: str, axis: Literal["time", "order"] = "time") -> None:
+    from agent_cache.plots import plot_stats
+
+    plot_stats(stats, path, axis=axis)
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     from agent_cache.cache import LayeredCache
     from agent_cache.replay import read_log, replay
 
-    prices = json.loads(Path(args.prices).read_text(encoding="utf-8")) if args.prices else None
+    prices = _read_json(args.prices) if args.prices else None
     records = list(read_log(args.file))
     if args.limit:
         records = records[: args.limit]
+    records, timed = _log_times(records)
     cache = LayeredCache(
         path=args.path, embedder=_embedder(args.embedder), reranker=args.reranker,
         threshold=args.threshold, config=args.config, prices=prices,
@@ -384,44 +490,75 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         report = replay(records, cache, mode=args.mode, progress=not args.no_progress,
                         total=len(records))  # fmt: skip
     assert report.stats is not None
+    print(json.dumps(report.as_dict()) if args.json else str(report), flush=True)
     if args.save:
         report.stats.save(args.save)
     if args.plot:
-        from agent_cache.plots import plot_stats
-
-        plot_stats(report.stats, args.plot)
-    print(json.dumps(report.as_dict()) if args.json else str(report))
+        _plot(report.stats, args.plot, "time" if timed else "order")
     return 0
 
 
-def _cmd_stats(args: argparse.Namespace) -> int:
+def _read_json(path: str) -> Any:
+    """A JSON file's value; an unreadable file stays an ``OSError`` (it names the file)."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{path} is not valid JSON ({exc})") from exc
+
+
+def _load_stats(path: str) -> Any:
+    """A snapshot written by ``CacheStats.save`` (``replay --save``), or a one-line error."""
     from agent_cache.stats import CacheStats
 
+    data = _read_json(path)
+    required = {
+        f.name
+        for f in dataclasses.fields(CacheStats)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    if not isinstance(data, dict) or not required <= data.keys():
+        raise ConfigurationError(
+            f"{path} is not a stats snapshot (CacheStats.save() or replay --save write one)"
+        )
+    try:
+        stats = CacheStats.load(path)
+        for e in stats.events:
+            float(e.t), float(e.ms)  # noqa: B018 - a number, or the snapshot is broken
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ConfigurationError(f"{path}: a malformed stats snapshot ({exc})") from exc
+    return stats
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
     backend = args.path is not None or args.redis_url or args.chroma_url
     if args.file is None and not backend:
         raise AgentCacheError(
             "give a stats snapshot FILE (CacheStats.save, replay --save), "
             "or a cache: --path, --redis-url, --chroma-url"
         )
+    if args.plot and args.file is None:
+        raise ConfigurationError("--plot needs a stats snapshot FILE")
     out: dict[str, Any] = {}
-    stats = CacheStats.load(args.file) if args.file else None
+    stats = _load_stats(args.file) if args.file else None
     if backend:
         from agent_cache.ops import backend_names, entry_counts
 
         if args.path is None:
             args.path = ".agent_cache"
-        with _open_cache(args) as cache:
+        with _open_cache(args, existing=True) as cache:
             out.update(entry_counts(cache, args.namespace))
             out["backends"] = backend_names(cache)
-    if args.plot:
-        if stats is None:
-            raise AgentCacheError("--plot needs a stats snapshot FILE")
-        from agent_cache.plots import plot_stats
-
-        plot_stats(stats, args.plot)
     if args.json:
-        print(json.dumps({**(stats.as_dict() if stats else {}), **out}))
-        return 0
+        print(json.dumps({**(stats.as_dict() if stats else {}), **out}), flush=True)
+    else:
+        _print_stats(stats, out)
+    if args.plot:
+        _plot(stats, args.plot)
+    return 0
+
+
+def _print_stats(stats: Any, out: dict[str, Any]) -> None:
     if stats is not None:
         try:
             from rich.console import Console
@@ -437,11 +574,54 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         for ns, c in out["namespaces"].items():
             print(f"{ns:<{width}}  {c['exact']:>9}  {c['semantic']:>9}")
         print(f"{'total':<{width}}  {e['exact']:>9}  {e['semantic']:>9}")
-    return 0
+    sys.stdout.flush()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line like every other error of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"agent-cache: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-cache")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        import agent_cache
+
+        return str(getattr(agent_cache, "__version__", "unknown"))
+
+
+CALIBRATE_INPUT = """\
+input: labeled question pairs, one JSON object a line:
+  {{"a": "how do I reset my password?", "b": "how can I reset my password?", "label": 1}}
+  "a" is stored, "b" is looked up; "label" is 1 when they ask the same thing, 0 when
+  not; an optional "namespace" (a str) calibrates a threshold per namespace (with at
+  least 200 pairs in it). The threshold chosen is the lowest whose lower 95% bound on
+  precision meets --target-precision. When none does, calibrate exits 1 and OUT is
+  marked "target_met": false (its threshold never looser than the default, {default}):
+  LayeredCache(config=OUT) refuses such a file unless loaded as
+  LayeredCache(config=agent_cache.calibrate.allow_unmet_target(OUT)).
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-cache", description=__doc__)
+    from agent_cache.cache import DEFAULT_THRESHOLD
+
+    parser = _Parser(
+        prog="agent-cache",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"agent-cache {_version()}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="RAG + agent workload twice against a local model")
@@ -450,15 +630,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
-    bench = sub.add_parser("bench", help="measure against the peers; writes docs/benchmarks.md")
+    bench = sub.add_parser(
+        "bench", help="measure against the peers; writes a section of a markdown file"
+    )
     bench.add_argument(
         "suite",
         choices=["core", "prefix", "semantic", "latency", "backends"],
         help="which benchmark",
     )
-    bench.add_argument("--out", default="docs/benchmarks.md")
     bench.add_argument(
-        "--data", default=None, help="labeled pairs (default: ../shared/data/qqp_dev.jsonl)"
+        "--out",
+        default=None,
+        help="the markdown file a suite writes its section into (default: docs/benchmarks.md "
+        "when the current directory has one, as the repository root does; else benchmarks.md)",
+    )
+    bench.add_argument(
+        "--data",
+        default=None,
+        help="labeled pairs, {a, b, label} JSON lines such as QQP's qqp_dev.jsonl (semantic: "
+        "required; core, latency, backends: generated questions without it)",
     )
     bench.add_argument(
         "--pairs", type=int, default=4000, help="semantic: test pairs sampled (unseen half)"
@@ -503,7 +693,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="backends: the model (the default is what users get)",
     )
     bench.add_argument(
-        "--trap", default=None, help="latency: trap suite (default tests/data/trap_pairs.jsonl)"
+        "--trap",
+        default=None,
+        help="semantic, latency: the trap suite (default tests/data/trap_pairs.jsonl of the "
+        "current directory, the repository root; latency skips its check without one)",
     )
     bench.add_argument(
         "--latency-pairs", type=int, default=2000, help="latency: QQP pairs per backend check"
@@ -518,15 +711,31 @@ def build_parser() -> argparse.ArgumentParser:
     vcmd.add_argument("--max-model-len", type=int, default=None)
     vcmd.set_defaults(func=_cmd_vllm_command)
 
-    cal = sub.add_parser("calibrate", help="pick a threshold from labeled pairs")
-    cal.add_argument("file")
-    cal.add_argument("--target-precision", type=float, default=0.9)
+    cal = sub.add_parser(
+        "calibrate",
+        help="pick a threshold from labeled pairs",
+        description="Pick the semantic threshold from labeled question pairs.",
+        epilog=CALIBRATE_INPUT.format(default=DEFAULT_THRESHOLD),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cal.add_argument("file", help="labeled pairs: {a, b, label[, namespace]} JSON lines")
+    cal.add_argument(
+        "--target-precision",
+        type=float,
+        default=0.9,
+        help="the lower 95%% bound on precision the threshold must reach (default 0.9)",
+    )
     cal.add_argument("--limit", type=int, default=5000)
-    cal.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
+    cal.add_argument(
+        "--embedder",
+        default="sentence-transformers/all-MiniLM-L6-v2",
+        help="the cache's embedder (hash / hash:DIM: the test embedder, no model)",
+    )
     cal.add_argument(
         "--reranker", default=None, help="calibrate with this verifier (a veto) in the loop"
     )
-    cal.add_argument("--out", default="agent_cache.json")
+    cal.add_argument("--out", default="agent_cache.json", help="the config written")
+    cal.add_argument("--no-progress", action="store_true", help="no progress bar")
     cal.set_defaults(func=_cmd_calibrate)
 
     tv = sub.add_parser(
@@ -563,6 +772,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.9,
         help="the combiner's cut: lowest whose lower 95%% bound on precision meets this",
+    )
+    tv.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="quiet: no progress bars, no step-by-step messages (the last line only)",
     )
     tv.set_defaults(func=_cmd_train_verifier)
 
@@ -602,6 +816,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="replay a request log: what each layer would save")
     rep.add_argument("file", help="JSONL: OpenAI-style {request, response} or simple records")
     rep.add_argument("--path", default=None, help="an existing cache (default: a fresh one)")
+    # the plot's time axis: the log's timestamps; a line without one takes the time of
+    # the line before it; a log with none is plotted in log order
     rep.add_argument("--mode", choices=["shadow", "live"], default="shadow")
     rep.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
     rep.add_argument("--reranker", default=None)
@@ -611,7 +827,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help='JSON {"model": [input, output]} per million tokens')  # fmt: skip
     rep.add_argument("--limit", type=int, default=0)
     rep.add_argument("--json", action="store_true", help="print one JSON object")
-    rep.add_argument("--plot", default=None, metavar="PNG")
+    rep.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="hit rate over the log's time (a line without a timestamp takes that of the "
+        "line before it; a log with none: log order), latency, threshold curve",
+    )
     rep.add_argument("--save", default=None, metavar="JSON", help="the stats snapshot")
     rep.add_argument("--no-progress", action="store_true")
     rep.set_defaults(func=_cmd_replay)
@@ -627,12 +849,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror}"
+    else:
+        text = str(exc) or type(exc).__name__
+    if isinstance(exc, json.JSONDecodeError):
+        text = f"not valid JSON: {text}"
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every expected failure is one line on stderr and exit status 2."""
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         return int(args.func(args))
-    except AgentCacheError as exc:
-        print(f"agent-cache: {exc}", file=sys.stderr)
+    except (AgentCacheError, OSError, ValueError) as exc:  # JSON and Unicode errors included
+        if debug:
+            raise
+        print(f"agent-cache: error: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

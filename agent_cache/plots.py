@@ -6,6 +6,10 @@ rate by layer over time, the lookup latency distribution, and the threshold curv
 judged would-be hits (shadow mode, audits, replays): for each similarity threshold, the
 share of judged hits that agreed with the model (precision) and the share kept.
 
+The time axis starts at the earliest lookup, whatever the order the events come in (a
+replayed log need not be sorted); ``axis="order"`` puts the lookups in the order they were
+made instead, for a log without timestamps (``agent-cache replay`` does so by itself).
+
 Example:
     >>> from agent_cache.plots import plot_stats
     >>> plot_stats(cache.stats(), "stats.png")  # doctest: +SKIP
@@ -13,10 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+from typing import Any, Literal
 
-from agent_cache.errors import MissingDependencyError
+from agent_cache.errors import ConfigurationError, MissingDependencyError
 from agent_cache.stats import HIT, LAYERS, CacheStats
 
 __all__ = ["plot_stats"]
@@ -32,31 +37,40 @@ def _figure(width: int, height: int, dpi: int) -> Any:
     return Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
 
 
-def _hit_rate_over_time(ax: Any, stats: CacheStats, bins: int) -> None:
+def _hit_rate_over_time(
+    ax: Any, stats: CacheStats, bins: int, axis: Literal["time", "order"]
+) -> None:
     events = [e for e in stats.events if e.outcome not in ("bypass", "control")]
-    ax.set_title("hit rate by layer over time")
+    if axis == "order":
+        ax.set_title("hit rate by layer, in lookup order")
+        xs_of = [float(i) for i in range(len(events))]
+    else:
+        ax.set_title("hit rate by layer over time")
+        events = [e for e in events if math.isfinite(e.t)]
+        xs_of = [e.t for e in events]
     if not events:
         ax.text(0.5, 0.5, "no lookups yet", ha="center", va="center", transform=ax.transAxes)
         return
-    t0, t1 = events[0].t, max(e.t for e in events)
+    t0, t1 = min(xs_of), max(xs_of)  # the earliest, not the first: events need no order
     span = (t1 - t0) or 1.0
     n = max(1, min(bins, len(events) // 5 or 1))
     counts = [{"all": 0, **{layer: 0 for layer in LAYERS}} for _ in range(n)]
-    for e in events:
-        b = counts[min(n - 1, int((e.t - t0) / span * n))]
+    for e, x in zip(events, xs_of, strict=True):
+        b = counts[min(n - 1, int((x - t0) / span * n))]
         b["all"] += 1
         if e.outcome == HIT:
             b[e.layer] += 1
-    xs = [(t0 + (i + 0.5) * span / n - t0) / 60.0 for i in range(n)]
+    scale = 60.0 if axis == "time" else 1.0  # minutes, or lookups
+    xs = [(i + 0.5) * span / n / scale for i in range(n)]
     bottom = [0.0] * n
     for layer in LAYERS:
         share = [b[layer] / b["all"] if b["all"] else 0.0 for b in counts]
         if any(share):
-            ax.bar(xs, share, width=span / n / 60.0 * 0.9, bottom=bottom, label=layer,
+            ax.bar(xs, share, width=span / n / scale * 0.9, bottom=bottom, label=layer,
                    color=_COLORS[layer])  # fmt: skip
             bottom = [a + s for a, s in zip(bottom, share, strict=True)]
     ax.set_ylim(0, 1)
-    ax.set_xlabel("minutes since the first lookup")
+    ax.set_xlabel("minutes since the first lookup" if axis == "time" else "lookups, in order")
     ax.set_ylabel("share of lookups served")
     ax.legend(loc="upper left", fontsize="small")
 
@@ -117,13 +131,20 @@ def plot_stats(
     height: int = 450,
     dpi: int = 100,
     bins: int = 30,
+    axis: Literal["time", "order"] = "time",
 ) -> Any:
     """Draw the three panels; save a PNG of ``width`` x ``height`` pixels to ``path``
     when given. Returns the matplotlib ``Figure`` (no pyplot, no global backend change).
+
+    ``axis``: the hit-rate panel's x axis, ``"time"`` (minutes since the earliest lookup;
+    events with a non-finite time are left out of it) or ``"order"`` (lookups in the
+    order they were recorded).
     """
+    if axis not in ("time", "order"):
+        raise ConfigurationError(f"axis must be 'time' or 'order', not {axis!r}")
     fig = _figure(width, height, dpi)
     axes = fig.subplots(1, 3)
-    _hit_rate_over_time(axes[0], stats, bins)
+    _hit_rate_over_time(axes[0], stats, bins, axis)
     _latency(axes[1], stats)
     _threshold_curve(axes[2], stats)
     fig.tight_layout()

@@ -38,7 +38,6 @@ from agent_cache.bench.core import (
     _pct,
     _query_texts,
     _version,
-    default_data_path,
     finish_run,
 )
 from agent_cache.bench.servers import chroma_server, redis_server
@@ -422,8 +421,8 @@ def run_backends_bench(
 
     Args:
         out: the markdown file (``docs/benchmarks.md``); only our section is replaced.
-        data: QQP pairs whose questions are stored and asked (default
-            ``../shared/data/qqp_dev.jsonl``; synthetic questions without it).
+        data: QQP pairs whose questions are stored and asked (``qqp_dev.jsonl``);
+            ``None``: synthetic questions.
         entries: entries stored in each backend; lookups: calls per cell.
         threads: caller thread counts; writers / writes: processes and stores each.
         embedder: the model (``embedder_from`` spec) or ``"hash"`` (the smoke test).
@@ -438,7 +437,6 @@ def run_backends_bench(
         raise ConfigurationError("entries, lookups, threads, writers and writes must be >= 1")
     began = time.perf_counter()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    data = data if data is not None else default_data_path()
     threads = sorted(set(threads))
     kinds = ["sqlite", "chroma", "redis"]
     need = entries + 2 * lookups * len(threads) + 8 + writers * writes

@@ -63,8 +63,8 @@ HF_HUB_OFFLINE=1 agent-cache bench core            # or: make bench
 agent-cache bench core --data PATH/qqp_dev.jsonl --pairs 5000 --sizes 1000 10000 100000
 ```
 
-The QQP section needs the labeled pairs (default `../shared/data/qqp_dev.jsonl`; it is
-skipped with a note when they are absent).
+The QQP section needs labeled pairs (`--data PATH/qqp_dev.jsonl`; without them the
+lookups ask generated questions).
 
 **How to read the times.** The tables are measured on a shared 2-core machine whose
 neighbours come and go, so absolute times move from run to run. Contenders are alternated
@@ -230,14 +230,17 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def default_data_path() -> Path | None:
-    """``../shared/data/qqp_dev.jsonl`` next to the repository root or the cwd, if present."""
-    repo_root = Path(__file__).resolve().parents[2]
-    for base in (Path.cwd(), repo_root):
-        candidate = (base / ".." / "shared" / "data" / "qqp_dev.jsonl").resolve()
-        if candidate.is_file():
-            return candidate
-    return None
+#: the trap suite of the repository, relative to its root
+TRAP_FILE = Path("tests") / "data" / "trap_pairs.jsonl"
+
+
+def default_trap_path() -> Path | None:
+    """:data:`TRAP_FILE` in the current directory (the repository root), if there.
+
+    Nothing of the repository is looked up next to the installed package: an installed
+    ``agent-cache`` has no ``tests/``; pass the file (``--trap``) from anywhere else.
+    """
+    return TRAP_FILE if TRAP_FILE.is_file() else None
 
 
 def _query_texts(data: Path | None, seed: int) -> Iterator[str]:
@@ -813,8 +816,8 @@ def run_core_bench(
 
     Args:
         out: the markdown file (``docs/benchmarks.md``); only our section is replaced.
-        data: labeled pairs whose questions are the semantic lookups' queries; ``None``
-            looks for ``../shared/data/qqp_dev.jsonl`` (generated questions if absent).
+        data: labeled pairs whose questions are the semantic lookups' queries (such as
+            QQP's ``qqp_dev.jsonl``); ``None``: generated questions.
             Precision and hit rate are ``agent-cache bench semantic``'s.
         sizes: vector-store sizes for the semantic section.
         embedder: the semantic embedder; default the bundled all-MiniLM-L6-v2 (tests pass
@@ -833,9 +836,7 @@ def run_core_bench(
         raise ConfigurationError("time_scale must be > 0")
     began = time.perf_counter()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    if data is None:
-        data = default_data_path()
-    elif not data.is_file():
+    if data is not None and not data.is_file():
         raise ConfigurationError(f"labeled pairs not found: {data}")
     if embedder is None:
         from agent_cache.embedders import SentenceTransformerEmbedder

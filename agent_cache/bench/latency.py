@@ -43,7 +43,7 @@ from agent_cache.bench.core import (
     _query_texts,
     _scope_of,
     _unit,
-    default_data_path,
+    default_trap_path,
     finish_run,
 )
 from agent_cache.cache import DEFAULT_THRESHOLD, LayeredCache
@@ -63,15 +63,6 @@ SECTION_START = "<!-- bench:latency:start -->"
 SECTION_END = "<!-- bench:latency:end -->"
 EQUIVALENT_FLOOR = 0.5
 BACKEND_NAMES = {"torch": "torch (today)", "fp32": "ONNX fp32", "int8": "ONNX int8"}
-
-
-def default_trap_path() -> Path | None:
-    """``tests/data/trap_pairs.jsonl`` of the repository (or the cwd), if present."""
-    for base in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        candidate = base / "tests" / "data" / "trap_pairs.jsonl"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 # ---------------------------------------------------------------------------- 1. vectors
@@ -521,10 +512,11 @@ def run_latency_bench(
 
     Args:
         out: the markdown file (``docs/benchmarks.md``); only our section is replaced.
-        data: QQP labeled pairs (queries, and the precision check); default
-            ``../shared/data/qqp_dev.jsonl`` (synthetic questions and no QQP row without it).
+        data: QQP labeled pairs (queries, and the precision check); ``None``: synthetic
+            questions and no QQP row.
         trap: the trap suite (``query, stored, label, kind`` JSON lines); default
-            ``tests/data/trap_pairs.jsonl`` if present.
+            ``tests/data/trap_pairs.jsonl`` of the current directory (the repository
+            root) if there; no decision check without one.
         sizes: store sizes; callers: concurrent caller counts.
         pairs: QQP pairs sampled for the precision check (0 skips it).
         peer: measure GPTCache (needs ``agent-cache[bench]``).
@@ -540,7 +532,6 @@ def run_latency_bench(
         raise ConfigurationError("time_scale must be > 0")
     began = time.perf_counter()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    data = data if data is not None else default_data_path()
     trap = trap if trap is not None else default_trap_path()
     notes: list[str] = []
     if raws is None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from agent_cache import semantic
-from agent_cache.bench.core import _environment, default_data_path, write_section
+from agent_cache.bench.core import TRAP_FILE, _environment, default_trap_path, write_section
 from agent_cache.cache import DEFAULT_THRESHOLD, LayeredCache
 from agent_cache.calibrate import (
     GRID,
@@ -579,10 +579,16 @@ def run_semantic_bench(
 ) -> dict[str, Any]:
     """Run the semantic benchmark, write its section of ``out`` and the plot."""
     began = time.perf_counter()
-    data = data or default_data_path()
-    if data is None or not data.is_file():
-        raise ConfigurationError("labeled pairs not found (pass --data PATH/qqp_dev.jsonl)")
-    traps = traps or Path(__file__).resolve().parents[2] / "tests" / "data" / "trap_pairs.jsonl"
+    if data is None:
+        raise ConfigurationError("labeled pairs needed: pass --data PATH/qqp_dev.jsonl")
+    if not data.is_file():
+        raise ConfigurationError(f"labeled pairs not found: {data} (pass --data FILE)")
+    traps = traps or default_trap_path()
+    if traps is None or not traps.is_file():
+        raise ConfigurationError(
+            f"trap suite not found: {traps or TRAP_FILE} (run from the repository root or "
+            "pass --trap FILE)"
+        )
     plot = plot or Path(out).parent / "img" / "semantic.png"
     every = load_pairs(data)
     half_a, half_b = question_split(every, seed=seed)
