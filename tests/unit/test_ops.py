@@ -260,5 +260,6 @@ def test_cli_timeout_reaches_the_backends(
     # the operations use their own, longer, backend timeout (bulk deletes and reads)
     assert main(["stats", "--path", str(tmp_path), "--timeout", "0"]) == 2
     assert "backend_timeout must be > 0" in capsys.readouterr().err
-    assert main(["stats", "--path", str(tmp_path), "--timeout", "5", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["entries"] == {"exact": 0, "semantic": 0}
+    _filled(tmp_path / "c", n=2).close()  # a path that holds a cache (an empty dir is refused)
+    assert main(["stats", "--path", str(tmp_path / "c"), "--timeout", "5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"]["exact"] == 4  # 2 + 2 extra
