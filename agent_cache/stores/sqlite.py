@@ -86,8 +86,11 @@ class SQLiteStore:
     The database runs in WAL mode with a busy timeout, so several processes can read and
     write one file. Each thread gets its own connection; every write is one
     ``BEGIN IMMEDIATE`` transaction. Nothing touches the disk until the first call (the
-    file and its parent directories are created then). Expired records read as absent
-    and are removed by :meth:`purge_expired` or by the next write to the same key.
+    file and its parent directories are created then). Any number of processes may open
+    a new file at once: its first open (the switch to WAL, the schema) is serialized by a
+    lock on a sibling file, ``<name>-open.lock``, which stays next to the database.
+    Expired records read as absent and are removed by :meth:`purge_expired` or by the
+    next write to the same key.
     Counters survive :meth:`clear` (namespace versions live there and must only grow).
     Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
     A file that is not a SQLite database, or a corrupt one, is found when the first

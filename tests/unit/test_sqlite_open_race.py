@@ -332,7 +332,7 @@ def test_opening_a_ready_file_costs_under_a_millisecond(tmp_path: Path) -> None:
     store = SQLiteStore(path)
     store.get("k", now=0.0)  # the schema read, once per store and process
     best = float("inf")
-    for _ in range(20):  # a new connection (as for a new thread): header read, pragmas
+    for _ in range(50):  # a new connection (as for a new thread): header read, pragmas
         store.close()
         t0 = time.perf_counter()
         store.get("k", now=0.0)
