@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import numpy.typing as npt
 
 from agent_cache.errors import BackendError, ConfigurationError
+from agent_cache.stores import _sqlite_open as _open_guard
 from agent_cache.stores import _vector_table as vt
 from agent_cache.stores._entry import StoredEntry
 
@@ -55,6 +57,12 @@ _ENTRY_SCHEMA = (
     )""",
 )
 _SCHEMA = _ENTRY_SCHEMA + vt.SCHEMA
+#: Every table and index the schema creates: all present means no schema write is needed.
+_SCHEMA_NAMES = frozenset(
+    m.group(1)
+    for m in (re.search(r"IF NOT EXISTS (\w+)", statement) for statement in _SCHEMA)
+    if m is not None
+)
 
 
 def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -78,8 +86,11 @@ class SQLiteStore:
     The database runs in WAL mode with a busy timeout, so several processes can read and
     write one file. Each thread gets its own connection; every write is one
     ``BEGIN IMMEDIATE`` transaction. Nothing touches the disk until the first call (the
-    file and its parent directories are created then). Expired records read as absent
-    and are removed by :meth:`purge_expired` or by the next write to the same key.
+    file and its parent directories are created then). Any number of processes may open
+    a new file at once: its first open (the switch to WAL, the schema) is serialized by a
+    lock on a sibling file, ``<name>-open.lock``, which stays next to the database.
+    Expired records read as absent and are removed by :meth:`purge_expired` or by the
+    next write to the same key.
     Counters survive :meth:`clear` (namespace versions live there and must only grow).
     Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
     A file that is not a SQLite database, or a corrupt one, is found when the first
@@ -588,18 +599,8 @@ class SQLiteStore:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            # WAL is stored in the file: switch only a file not in WAL yet (switching
-            # takes a lock the busy timeout does not wait for, so a new thread's
-            # connection failed with "database is locked" while others were writing)
-            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            if self._schema_ready_pid != pid:
-                conn.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.commit()
-                self._schema_ready_pid = pid
+            self._prepare(conn, pid)
         except BaseException:
             conn.close()
             raise
@@ -608,6 +609,54 @@ class SQLiteStore:
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection, pid: int) -> None:
+        """Make sure the file is in WAL with the schema, safe from any number of openers.
+
+        Fast path (no lock file: one ``PRAGMA journal_mode`` read and, once per store and
+        process, one read of ``sqlite_master``): the file is in WAL and has every table.
+        Otherwise the first-open sequence runs under the first-open file lock, retried on
+        ``database is locked`` (:mod:`agent_cache.stores._sqlite_open`). The header is
+        read through SQLite, never by opening the file: closing any descriptor of the
+        database file drops every POSIX lock this process holds on it, SQLite's included.
+        """
+        if _open_guard.retry_locked(lambda: self._ready(conn, pid)):
+            return
+        with _open_guard.first_open_lock(self._path):
+            _open_guard.retry_locked(lambda: self._first_open(conn))
+        self._schema_ready_pid = pid
+
+    def _ready(self, conn: sqlite3.Connection, pid: int) -> bool:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            return False
+        return self._schema_present(conn, pid)
+
+    def _schema_present(self, conn: sqlite3.Connection, pid: int) -> bool:
+        if self._schema_ready_pid == pid:
+            return True
+        names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+        if not _SCHEMA_NAMES <= names:
+            return False
+        if conn.execute("SELECT 1 FROM vector_state WHERE id = 0").fetchone() is None:
+            return False
+        self._schema_ready_pid = pid
+        return True
+
+    @staticmethod
+    def _first_open(conn: sqlite3.Connection) -> None:
+        # WAL is stored in the file: switch only a file not in WAL yet. The switch takes
+        # an exclusive lock the busy timeout does not wait for: the caller holds the
+        # first-open file lock so that other openers of this library wait instead.
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
 
     def _forget_if_forked(self) -> None:
         """After fork(), drop (without closing) the connections the parent opened."""
