@@ -3,13 +3,19 @@
 No llama.cpp here: ``server_argv`` runs a small Python stand-in that crashes the way a
 llama.cpp built for another CPU does (SIGSEGV, SIGILL), is killed (SIGKILL, as the OOM
 killer does), exits 1 on a missing module, or serves a minimal OpenAI-compatible API.
+The last tests run pytest on the integration conftest with that stand-in: a dead model
+stops the whole run once (exit status 3) instead of failing every test that needs it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import sys
+import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +24,8 @@ import pytest
 
 from agent_cache.errors import BackendError
 from agent_cache.local_llm import LocalLlamaServer, LocalServerDied
+
+REPO = Path(__file__).resolve().parents[2]
 
 FAKE_SERVER = r'''
 """A stand-in for llama_cpp.server: python fake_server.py MODE HOST PORT."""
@@ -247,3 +255,101 @@ def test_check_on_a_server_never_started_is_a_plain_backend_error() -> None:
     with pytest.raises(BackendError, match="not running") as info:
         server.check()
     assert not isinstance(info.value, LocalServerDied)
+
+
+# -- the integration conftest: one check before the tests, one message -------------------
+
+PLUGIN = """
+import functools, sys
+from agent_cache.local_llm import LocalLlamaServer
+
+_init = LocalLlamaServer.__init__
+
+
+@functools.wraps(_init)
+def init(self, *args, **kwargs):
+    kwargs.setdefault("server_argv", {argv!r})
+    _init(self, *args, **kwargs)
+
+
+LocalLlamaServer.__init__ = init
+"""
+
+NEEDS_MODEL = """
+import os, signal
+from pathlib import Path
+
+RAN = Path(__file__).with_name("ran")
+
+
+def test_first(llm_server):
+    with RAN.open("a") as f:
+        f.write("first\\n")
+
+
+def test_kills_it(local_llm):
+    local_llm.process.send_signal(signal.SIGSEGV)
+    local_llm.process.wait(10)
+
+
+def test_after_the_death(llm_server):
+    with RAN.open("a") as f:
+        f.write("after\\n")
+"""
+
+
+def run_integration_conftest(tmp_path: Path, script: Path, mode: str) -> tuple[int, str]:
+    """pytest on a copy of tests/integration/conftest.py whose LocalLlamaServer runs the
+    stand-in in ``mode``; returns the exit status and the output."""
+    (tmp_path / "conftest.py").write_text((REPO / "tests/integration/conftest.py").read_text())
+    (tmp_path / "fake_llama_plugin.py").write_text(PLUGIN.format(argv=fake_argv(script, mode)))
+    (tmp_path / "test_needs_model.py").write_text(textwrap.dedent(NEEDS_MODEL))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "fake_llama_plugin", "-p", "no:cacheprovider"]
+        + [
+            "-q",
+            "-o",
+            "addopts=",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert time.monotonic() - started < 120
+    output = proc.stdout + proc.stderr
+    for kept in set(re.findall(r"Server log \(kept\): (\S+)", output)):
+        Path(kept).unlink(missing_ok=True)
+    return proc.returncode, output
+
+
+def test_a_dead_model_stops_the_run_once_before_any_test(tmp_path: Path, fake_server: Path) -> None:
+    status, output = run_integration_conftest(tmp_path, fake_server, "segv")
+    assert status == 3, output
+    assert output.count("was killed by signal SIGSEGV") == 1, output
+    assert "failed its one-token check" in output
+    assert "compiled for another CPU" in output
+    assert "load_tensors: CPU_AMX model buffer size" in output  # the log tail
+    assert not (tmp_path / "ran").exists(), output  # no test ran
+    assert "Traceback" not in output and "RemoteProtocolError" not in output, output
+
+
+def test_a_model_that_dies_mid_run_fails_the_next_tests_with_the_death(
+    tmp_path: Path, fake_server: Path
+) -> None:
+    status, output = run_integration_conftest(tmp_path, fake_server, "serve")
+    assert status == 1, output
+    assert (tmp_path / "ran").read_text() == "first\n", output  # test_after_the_death: no
+    assert "ERROR test_needs_model.py::test_kills_it" in output  # at its teardown
+    assert "2 passed, 2 errors" in output, output  # test_kills_it errs at its teardown
+    assert "ERROR test_needs_model.py::test_after_the_death" in output, output
+    assert "the shared local model server is dead before this test" in output, output
+    assert "was killed by signal SIGSEGV (exit status -11) after it was ready" in output
