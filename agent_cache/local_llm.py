@@ -103,8 +103,10 @@ def _free_port(host: str) -> int:
 _CPU_SIGNALS = frozenset({"SIGSEGV", "SIGILL", "SIGBUS"})
 _PORTABLE_CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF "
-    "-DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    "-DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
+    "-DGGML_AMX_BF16=OFF"
 )
+_LIBRARY_ERRORS = ("Failed to load shared library", "undefined symbol", "cannot open shared object")
 
 
 def _signal_name(returncode: int) -> str | None:
@@ -152,15 +154,15 @@ def _likely_cause(returncode: int, log_tail: str) -> str:
         return f"stopped by {name} from outside (a timeout, a cancelled job or the terminal)"
     if "No module named 'llama_cpp'" in log_tail:
         return "llama-cpp-python is not installed in this Python: run `make install`"
+    if any(error in log_tail for error in _LIBRARY_ERRORS):
+        return (
+            "the compiled llama.cpp library does not load: reinstall it with `make install` "
+            "and check it with `python scripts/check_llama_build.py`"
+        )
     if "ModuleNotFoundError" in log_tail or "ImportError" in log_tail:
         return (
             "a module of the server is missing: install the [server] extra, "
             "pip install 'llama-cpp-python[server]' (or `make install`)"
-        )
-    if "Failed to load shared library" in log_tail or "undefined symbol" in log_tail:
-        return (
-            "the compiled llama.cpp library does not load: reinstall it with `make install` "
-            "and check it with `python scripts/check_llama_build.py`"
         )
     if "Address already in use" in log_tail or "error while attempting to bind" in log_tail:
         return "the port is taken by another process: pass another port (or none)"
