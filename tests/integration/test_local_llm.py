@@ -4,7 +4,12 @@ with one endpoint: the router speaks the OpenAI-compatible API that llama.cpp se
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,13 +17,19 @@ import httpx
 import pytest
 
 from agent_cache.errors import BackendError
-from agent_cache.local_llm import DEFAULT_MODEL_ALIAS, LocalLlamaServer, find_smollm2_gguf
+from agent_cache.local_llm import (
+    DEFAULT_MODEL_ALIAS,
+    LocalLlamaServer,
+    LocalServerDied,
+    find_smollm2_gguf,
+)
 from agent_cache.usage import response_usage
 from agent_cache.vllm import VllmRouter
 
 pytestmark = pytest.mark.integration
 
 HELLO = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +137,56 @@ def test_startup_failure_reports_the_log_tail(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as info:
         server.start()
     message = str(info.value)
+    assert isinstance(info.value, LocalServerDied)
+    assert info.value.returncode > 0 and info.value.signal_name is None
     assert "exited with code" in message
-    assert "log tail" in message or "tail:" in message
+    assert "Log tail, last" in message
     assert str(bogus) in message  # the server's own log names the file it failed to load
     assert not server.running
     assert server.log_path is not None  # kept for a failed start; the test cleans up
+    assert f"Server log (kept): {server.log_path}" in message
     server.log_path.unlink()
+
+
+def test_the_installed_llama_cpp_build_is_portable() -> None:
+    """scripts/check_llama_build.py, run with this venv's Python, finds no AVX-512 or AMX
+    instruction in any installed libggml library (the build runs on any x86-64-v3 host)."""
+    spec = importlib.util.find_spec("llama_cpp")
+    assert spec is not None and spec.submodule_search_locations
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    libraries = sorted(p.name for p in lib.glob("libggml*.so*") if p.is_file())
+    assert libraries, f"no libggml*.so under {lib}"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "check_llama_build.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [f"portable {name}" for name in libraries]
+
+
+def test_the_smoke_test_gets_one_token_from_the_real_model(server: LocalLlamaServer) -> None:
+    server.check()
+    reply = server.smoke_test()
+    assert isinstance(reply["choices"][0]["message"]["content"], str)
+    assert reply["usage"]["prompt_tokens"] > 0
+    assert reply["usage"]["completion_tokens"] == 1
+    server.raise_if_dead()  # still alive after it
+    assert server.running
+
+
+def test_a_killed_real_server_is_reported_with_its_signal_and_log() -> None:
+    """The real llama.cpp server, killed as the OOM killer would: the next request's
+    connection error comes with how the server died and its log."""
+    with pytest.raises(LocalServerDied) as info:
+        with LocalLlamaServer(n_ctx=512) as srv:
+            assert srv.process is not None
+            os.kill(srv.process.pid, signal.SIGKILL)
+            srv.smoke_test()
+    message = str(info.value)
+    assert info.value.signal_name == "SIGKILL" and info.value.phase == "after it was ready"
+    assert "was killed by signal SIGKILL" in message and "out of memory" in message
+    assert info.value.log_path is not None and info.value.log_path.is_file()
+    assert "Uvicorn running on" in message  # the real server's log tail
+    info.value.log_path.unlink()
