@@ -187,11 +187,17 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
             g.op(
                 "Add",
                 [
-                    g.op("Gather", [g.const("word", w["embeddings.word_embeddings.weight"]), "input_ids"]),
+                    g.op(
+                        "Gather",
+                        [g.const("word", w["embeddings.word_embeddings.weight"]), "input_ids"],
+                    ),
                     positions,
                 ],
             ),
-            g.op("Gather", [g.const("type", w["embeddings.token_type_embeddings.weight"]), "token_type_ids"]),
+            g.op(
+                "Gather",
+                [g.const("type", w["embeddings.token_type_embeddings.weight"]), "token_type_ids"],
+            ),
         ],
     )
     x = g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
@@ -209,15 +215,23 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
     for i in range(layers):
         p = f"encoder.layer.{i}."
 
-        def proj(part: str, perm: list[int], p: str = p) -> str:
-            y = g.linear(x, w[f"{p}attention.self.{part}.weight"], w[f"{p}attention.self.{part}.bias"])
+        def proj(part: str, perm: list[int], p: str = p, x: str = x) -> str:
+            y = g.linear(
+                x, w[f"{p}attention.self.{part}.weight"], w[f"{p}attention.self.{part}.bias"]
+            )
             return g.op("Transpose", [g.op("Reshape", [y, split])], perm=perm)
 
-        q, k, v = proj("query", [0, 2, 1, 3]), proj("key", [0, 2, 3, 1]), proj("value", [0, 2, 1, 3])
+        q, k, v = (
+            proj("query", [0, 2, 1, 3]),
+            proj("key", [0, 2, 3, 1]),
+            proj("value", [0, 2, 1, 3]),
+        )
         scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
         ctx = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
         ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), merge])
-        attn = g.linear(ctx, w[f"{p}attention.output.dense.weight"], w[f"{p}attention.output.dense.bias"])
+        attn = g.linear(
+            ctx, w[f"{p}attention.output.dense.weight"], w[f"{p}attention.output.dense.bias"]
+        )
         x = g.layer_norm(
             g.op("Add", [attn, x]),
             w[f"{p}attention.output.LayerNorm.weight"],
@@ -227,11 +241,17 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
         h = g.linear(x, w[f"{p}intermediate.dense.weight"], w[f"{p}intermediate.dense.bias"])
         gelu = g.op(
             "Mul",
-            [g.op("Mul", [h, half]), g.op("Add", [g.const("one1", 1.0), g.op("Erf", [g.op("Div", [h, root2])])])],
+            [
+                g.op("Mul", [h, half]),
+                g.op("Add", [g.const("one1", 1.0), g.op("Erf", [g.op("Div", [h, root2])])]),
+            ],
         )
         ff = g.linear(gelu, w[f"{p}output.dense.weight"], w[f"{p}output.dense.bias"])
         x = g.layer_norm(
-            g.op("Add", [ff, x]), w[f"{p}output.LayerNorm.weight"], w[f"{p}output.LayerNorm.bias"], eps
+            g.op("Add", [ff, x]),
+            w[f"{p}output.LayerNorm.weight"],
+            w[f"{p}output.LayerNorm.bias"],
+            eps,
         )
 
     # mean pooling over real tokens, then L2 normalization
@@ -252,7 +272,11 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
             onnx.helper.make_tensor_value_info(n, int_input, ["batch", "tokens"])
             for n in ("input_ids", "attention_mask", "token_type_ids")
         ],
-        [onnx.helper.make_tensor_value_info("sentence_embedding", onnx.TensorProto.FLOAT, ["batch", hidden])],
+        [
+            onnx.helper.make_tensor_value_info(
+                "sentence_embedding", onnx.TensorProto.FLOAT, ["batch", hidden]
+            )
+        ],
         g.inits,
     )
     model = onnx.helper.make_model(

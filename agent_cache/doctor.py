@@ -112,7 +112,9 @@ def _embedder() -> list[Finding]:
     one = (time.perf_counter() - started) * 1000
     backend = str(getattr(inner, "backend", type(inner).__name__))
     source = str(getattr(inner, "source", ""))
-    level: Level = "ok" if isinstance(inner, OnnxEmbedder) and backend.startswith("onnx") else "problem"
+    level: Level = (
+        "ok" if isinstance(inner, OnnxEmbedder) and backend.startswith("onnx") else "problem"
+    )
     text = (
         f"{DEFAULT_EMBEDDER} on {backend} (load {loaded:.0f} ms, one embedding "
         f"{one:.1f} ms){'; files from ' + source if source else ''}"

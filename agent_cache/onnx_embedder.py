@@ -27,7 +27,6 @@ import logging
 import os
 import tempfile
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal

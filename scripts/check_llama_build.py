@@ -3,9 +3,10 @@
 llama-cpp-python compiles llama.cpp at install time. Built with ``GGML_NATIVE`` (its default)
 it uses every instruction of the build machine: AMX tiles or AVX-512 on one Xeon crash with a
 general protection fault on another host or VM. The Makefile builds with ``GGML_NATIVE=OFF``
-and an x86-64-v3 baseline; this script disassembles the installed ``libggml*.so``/``libllama.so`` and fails
-if any AVX-512 (``zmm``/``k`` mask registers) or AMX (``ldtilecfg``, ``tdp*``) instruction is
-present, so a wheel built with other flags (pip's wheel cache, a copied layer) is caught.
+and an x86-64-v3 baseline; this script disassembles the installed ``libggml*.so`` and
+``libllama.so`` and fails if any AVX-512 (``zmm``/``k`` mask registers) or AMX
+(``ldtilecfg``, ``tdp*``) instruction is present, so a wheel built with other flags (pip's
+wheel cache, a copied layer) is caught.
 
 Usage: ``python scripts/check_llama_build.py`` (exit 0: portable, 1: not, 2: cannot check).
 """

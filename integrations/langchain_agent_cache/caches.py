@@ -5,8 +5,8 @@ Use it globally (``set_llm_cache(AgentCache())``) or per model (``ChatOpenAI(cac
 
 from __future__ import annotations
 
-import os
 import logging
+import os
 import threading
 from collections.abc import (
     AsyncIterator,
@@ -26,7 +26,6 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation
 
 from agent_cache import (
-    default_cache,
     NOT_STORED,
     CacheHit,
     CachePolicy,
@@ -34,6 +33,7 @@ from agent_cache import (
     Fetched,
     LayeredCache,
     SerializationError,
+    default_cache,
 )
 from langchain_agent_cache._chat import (
     ENDPOINT_FIELDS,

@@ -115,7 +115,9 @@ def test_hub_model_loads_offline_from_the_hub_cache(tmp_path: Path, torch_rows: 
     assert (rows * torch_rows).sum(axis=1).min() >= 0.9999
 
 
-def test_offline_hub_miss_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_hub_miss_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agent_cache._model_files import hub_model_dir
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -76,10 +76,10 @@ def test_llamaindex_block(tmp_path: Path, llm_server: str) -> None:
 
 
 def test_install_section_names_real_extras() -> None:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"
-    ])
-    named = set(re.findall(r'agent-cache\[([a-z-]+)\]', README)) | set(
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    named = set(re.findall(r"agent-cache\[([a-z-]+)\]", README)) | set(
         re.findall(r'"\[([a-z-]+)\]"', README)
     )
     named |= set(re.findall(r"`\[([a-z-]+)\]`", README))
