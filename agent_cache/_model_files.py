@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from agent_cache.errors import BackendError, MissingDependencyError
+from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 
 __all__ = [
     "BUNDLED_SHA256",
@@ -130,6 +130,12 @@ def model_dir(name: str) -> tuple[Path, str]:
     local = Path(name).expanduser()
     if local.is_dir():
         return local, "local directory"
+    if name.startswith(("/", "./", "../", "~", "\\")) or name.count("/") > 1:
+        raise ConfigurationError(
+            f"the ONNX backend needs a local model directory (config.json, tokenizer.json, "
+            f"model.safetensors or onnx/model.onnx); {name!r} does not exist",
+            layer="semantic",
+        )
     if name in DEFAULT_ALIASES:
         bundled = bundled_model_dir()
         if bundled is not None:

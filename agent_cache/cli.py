@@ -608,6 +608,15 @@ input: labeled question pairs, one JSON object a line:
 """
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from agent_cache.doctor import report
+
+    findings = report(load=not args.no_load)
+    for finding in findings:
+        print(finding)
+    return 1 if any(f.level == "problem" for f in findings) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from agent_cache.cache import DEFAULT_THRESHOLD
 
@@ -702,6 +711,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--latency-pairs", type=int, default=2000, help="latency: QQP pairs per backend check"
     )
     bench.set_defaults(func=_cmd_bench)
+
+    doc = sub.add_parser(
+        "doctor", help="which embedder runs and from where, torch/CUDA present, llama.cpp build"
+    )
+    doc.add_argument(
+        "--no-load", action="store_true", help="do not load the embedding model (faster)"
+    )
+    doc.set_defaults(func=_cmd_doctor)
 
     vcmd = sub.add_parser("vllm-command", help="print the recommended `vllm serve` command")
     vcmd.add_argument("--model", required=True, help="model id or path to serve")

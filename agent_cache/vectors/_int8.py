@@ -62,7 +62,37 @@ def available() -> bool:
     return _ORT is not False
 
 
-def _session(codes_t: npt.NDArray[np.int8], threads: int) -> tuple[Any, Any]:
+_QUERY: tuple[int, int] | None = None  # (levels, zero point) of the uint8 query codes
+
+
+def _query_format() -> tuple[int, int]:
+    """How to code queries for ``MatMulInteger`` on this CPU: ``(127, 128)`` (8 bits) when
+    its integer product is exact, else ``(63, 64)`` (7 bits), checked once per process.
+
+    On x86 CPUs without AVX-VNNI (AVX2 only, e.g. many AMD EPYC and older Xeons) ONNX
+    Runtime multiplies uint8 x int8 with ``vpmaddubsw``, whose int16 sum of two products
+    saturates when the uint8 side exceeds 127: with 8-bit queries the first pass then
+    computed wrong similarities and lost true neighbours (the tests caught it on such a
+    host). Queries kept below 128 never saturate (127 x 127 x 2 < 32,767); the error bound
+    follows the coarser query codes, so the answer stays exact.
+    """
+    global _QUERY
+    if _QUERY is None:
+        rng = np.random.default_rng(7)
+        codes = rng.integers(-127, 128, size=(384, 8), dtype=np.int64)
+        codes[:, 0] = 127
+        query = rng.integers(0, 256, size=(1, 384), dtype=np.int64)
+        query[0, :] = np.where(np.arange(384) % 2 == 0, 255, query[0, :])
+        session, _ = _session(codes.astype(np.int8), 1, zero=128)
+        (got,) = session.run(None, {"q": query.astype(np.uint8)})
+        exact = (query - 128) @ codes
+        _QUERY = (127, 128) if np.array_equal(got.astype(np.int64), exact) else (63, 64)
+    return _QUERY
+
+
+def _session(
+    codes_t: npt.NDArray[np.int8], threads: int, *, zero: int | None = None
+) -> tuple[Any, Any]:
     """The session, and the ``OrtValue`` over ``codes_t`` it reads (keep both alive).
 
     The codes reach ONNX Runtime as an external initializer over the array's own memory,
@@ -81,7 +111,12 @@ def _session(codes_t: npt.NDArray[np.int8], threads: int) -> tuple[Any, Any]:
         "agent_cache_int8_knn",
         [helper.make_tensor_value_info("q", TensorProto.UINT8, ["b", dim])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, ["b", rows])],
-        initializer=[codes, numpy_helper.from_array(np.array(128, dtype=np.uint8), "zero")],
+        initializer=[
+            codes,
+            numpy_helper.from_array(
+                np.array(_query_format()[1] if zero is None else zero, dtype=np.uint8), "zero"
+            ),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -154,11 +189,12 @@ class Int8Index:
         self, queries: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """Approximate similarities ``(len(queries), rows)`` and their error bounds."""
+        levels, zero = _query_format()
         peak = np.abs(queries).max(axis=1).astype(np.float64)
-        qscale = np.where(peak > 0, peak / 127.0, 1.0)
-        qcodes = np.clip(np.rint(queries / qscale[:, None]), -127, 127)
+        qscale = np.where(peak > 0, peak / levels, 1.0)
+        qcodes = np.clip(np.rint(queries / qscale[:, None]), -levels, levels)
         qerror = np.linalg.norm(queries - qcodes * qscale[:, None], axis=1)
-        feed = (qcodes + 128).astype(np.uint8)
+        feed = (qcodes + zero).astype(np.uint8)
         (dots,) = self._session.run(None, {"q": feed})
         approx = dots.astype(np.float32)
         approx *= self._scale32[None, :]

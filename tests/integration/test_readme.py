@@ -52,7 +52,7 @@ def test_core_block(tmp_path: Path) -> None:
     assert lines[0] == "exact"
     layer, score = lines[1].split()
     assert layer == "semantic" and float(score) >= 0.9
-    assert "hits" in lines[2] or "exact" in lines[2]  # the stats summary
+    assert lines[2].split() == ["lookups", "3"]  # the stats table: get_or_compute + 2 lookups
     assert (tmp_path / ".agent_cache" / "exact.sqlite3").is_file()
 
 

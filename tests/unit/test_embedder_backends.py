@@ -66,35 +66,53 @@ def test_batching_can_be_turned_off() -> None:
     assert isinstance(built, MemoEmbedder) and isinstance(built.inner, OnnxEmbedder)
 
 
-def test_auto_uses_onnx_for_the_bundled_default_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(embedders, "_onnx_ready", lambda model: model == DEFAULT_EMBEDDER)
+def test_auto_runs_every_model_on_onnx() -> None:
+    # torch is never the silent default: ONNX Runtime for the default and any other model,
+    # sentence-transformers only as the fallback for a model ONNX cannot run
     default = model_of(embedder_from(DEFAULT_EMBEDDER))
     assert isinstance(default, OnnxEmbedder) and default.precision == "fp32"
-    assert isinstance(default.fallback, SentenceTransformerEmbedder)  # torch if export fails
+    assert isinstance(default.fallback, SentenceTransformerEmbedder)  # installed in dev
     other = model_of(embedder_from("some/model"))
-    assert isinstance(other, SentenceTransformerEmbedder)
-    monkeypatch.setattr(embedders, "_onnx_ready", lambda model: False)
-    assert isinstance(model_of(embedder_from(DEFAULT_EMBEDDER)), SentenceTransformerEmbedder)
+    assert isinstance(other, OnnxEmbedder) and other.name == "some/model"
 
 
-def test_onnx_ready_is_false_for_other_models() -> None:
-    assert embedders._onnx_ready("some/model") is False
+def test_auto_has_no_fallback_without_sentence_transformers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = embedders.importlib.util.find_spec
+    monkeypatch.setattr(
+        embedders.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "sentence_transformers" else real(name, *a),
+    )
+    assert model_of(embedder_from(DEFAULT_EMBEDDER)).fallback is None  # type: ignore[union-attr]
 
 
-def test_a_failed_export_falls_back_with_a_warning(
+def test_only_a_model_onnx_cannot_run_falls_back_loudly(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> Path:
-        raise RuntimeError("exporter exploded")
+    def unsupported(*args: object, **kwargs: object) -> Path:
+        raise ConfigurationError("the ONNX builder runs BERT encoders; this is 't5'")
 
-    monkeypatch.setattr(onnx_embedder, "export_onnx", broken)
+    monkeypatch.setattr(onnx_embedder, "_exported", unsupported)
     fallback = HashEmbedder(dim=12)
     embedder = OnnxEmbedder(fallback=fallback)
     with caplog.at_level(logging.WARNING, logger="agent_cache.onnx_embedder"):
         rows = embedder.embed(["a question"])
     np.testing.assert_allclose(rows, fallback.embed(["a question"]), rtol=1e-6)
-    assert "exporter exploded" in caplog.text
+    assert "BERT encoders" in caplog.text and "slower" in caplog.text
     assert embedder.dimension == 12
+    assert embedder.backend == "fallback"  # HashEmbedder declares no backend
+    assert embedder.source.startswith("fallback:")
+
+
+def test_a_broken_model_is_an_error_not_a_slower_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> Path:
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(onnx_embedder, "_exported", broken)
+    with pytest.raises(BackendError, match="exporter exploded"):
+        OnnxEmbedder(fallback=HashEmbedder(dim=12)).embed(["a question"])
     with pytest.raises(BackendError, match="exporter exploded"):
         OnnxEmbedder().embed(["no fallback"])
 

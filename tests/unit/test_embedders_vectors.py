@@ -28,6 +28,7 @@ from agent_cache.embedders import (
     resolve_model_path,
 )
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
+from agent_cache.onnx_embedder import OnnxEmbedder
 from agent_cache.protocols import Embedder, Reranker, VectorStore
 from agent_cache.rerankers import CrossEncoderReranker, FlagEmbeddingReranker, reranker_from
 from agent_cache.testing import FakeClock, FakeReranker, HashEmbedder
@@ -174,9 +175,9 @@ def test_embedder_from() -> None:
     built = embedder_from("some/model")
     assert isinstance(built, MemoEmbedder)
     assert isinstance(built.inner, MicroBatcher)  # concurrent lookups share a pass
-    assert isinstance(built.inner.inner, SentenceTransformerEmbedder)
+    assert isinstance(built.inner.inner, OnnxEmbedder)  # ONNX Runtime for every model
     assert built.name == "some/model"
-    assert built.inner.inner._model is None  # no I/O until the first embed
+    assert built.inner.inner._session is None  # no I/O until the first embed
     fake = HashEmbedder()
     wrapped = embedder_from(fake)
     assert isinstance(wrapped, MemoEmbedder) and wrapped.inner is fake
@@ -270,7 +271,7 @@ def test_sentence_transformer_embedder_errors(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(MissingDependencyError) as info:
         SentenceTransformerEmbedder().embed(["x"])
-    assert info.value.extra == "all" and "agent-cache[all]" in str(info.value)
+    assert info.value.extra == "torch" and "agent-cache[torch]" in str(info.value)
 
     def refuse(path: str, device: str = "cpu") -> None:
         raise OSError("no such model")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -316,7 +317,19 @@ def test_bad_arguments_are_configuration_errors() -> None:
     with pytest.raises(ConfigurationError):
         AgentCache(make_layered(), path=None)
     with pytest.raises(ConfigurationError):
-        AgentCache("not a cache")  # type: ignore[arg-type]
+        AgentCache(42)  # type: ignore[arg-type]
+
+
+def test_a_path_is_the_process_cache_for_that_directory(tmp_path: Path) -> None:
+    # AgentCache(".agent_cache"), the SQLiteCache(".langchain.db") habit, and
+    # AgentCache(path=...) are the cache every adapter's default opens there: one object
+    from agent_cache import default_cache
+
+    where = tmp_path / "shared"
+    by_position, by_keyword = AgentCache(str(where)), AgentCache(path=where)
+    assert by_position.layered is by_keyword.layered is default_cache(where)
+    by_position.close()  # not its own: the shared cache stays open
+    assert default_cache(where) is by_keyword.layered
 
 
 def test_builds_its_own_core_cache_and_closes_only_that(tmp_path: object) -> None:
