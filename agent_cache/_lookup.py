@@ -152,7 +152,7 @@ class Reader:
             self._b.vectors,
             "query",
             (vectors[0],),
-            {"k": self._s.top_k, "scope": scope, "now": now},
+            {"k": self._top_k(req.prompt), "scope": scope, "now": now},
         )
         verdicts = yield from self.verdicts_flow(req, matches)
         refused = None
@@ -193,7 +193,7 @@ class Reader:
             for m in matches
         ]
         reranker = self._b.reranker
-        verdicts = semantic.screen(req.prompt, candidates, policy, verifier=reranker is not None)
+        verdicts = yield from self._screen_flow(req.prompt, candidates, policy, reranker)
         pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
         scores: list[float] = []
         if pending and reranker is not None:
@@ -201,6 +201,48 @@ class Reader:
                 scores = list((yield Op(reranker, "score", (req.prompt, pending))))
                 tracing.annotate(sp, score=max(scores, default=None))
         return semantic.finish(verdicts, scores, policy)
+
+    def _top_k(self, prompt: str) -> int:
+        """Candidates to fetch: a long prompt (a document + a question) has many neighbours
+        of near-equal cosine (every question about the same document), so 4x more are
+        judged on their differing spans."""
+        k = self._s.top_k
+        return k * 4 if len(prompt) > semantic.EMBEDDER_WINDOW_CHARS else k
+
+    def _screen_flow(
+        self,
+        query: str,
+        candidates: Sequence[semantic.Candidate],
+        policy: semantic.SemanticPolicy,
+        reranker: object,
+    ) -> Flow[list[semantic.Verdict]]:
+        """:func:`semantic.screen`, with long pairs judged on what differs: a candidate
+        sharing a document (or a preamble) with the query is judged on the two differing
+        spans, embedded on their own, and one the embedder cannot have read all of is
+        refused (:func:`semantic.focus`)."""
+        plain: list[semantic.Candidate] = []
+        focused: list[tuple[semantic.Candidate, semantic.Focus]] = []
+        out: list[semantic.Verdict] = []
+        for cand in candidates:
+            f = semantic.focus(query, cand.text) if cand.similarity >= policy.lowest else None
+            if f is None:
+                plain.append(cand)
+            elif f.reason:
+                out.append(semantic.Verdict(cand, "refused", f.reason, cand.similarity))
+            else:
+                focused.append((cand, f))
+        verify = reranker is not None
+        out.extend(semantic.screen(query, plain, policy, verifier=verify))
+        if focused:
+            texts = sorted({t for _, f in focused for t in (f.query, f.candidate)})
+            rows = yield Op(self._b.embedder, "embed", (texts,))
+            at = {t: rows[i] for i, t in enumerate(texts)}
+            for cand, f in focused:
+                cos = float(min(1.0, max(0.0, float(np.dot(at[f.query], at[f.candidate])))))
+                span = semantic.Candidate(cand.id, cand.key, f.candidate, cos)
+                for v in semantic.screen(f.query, [span], policy, verifier=verify):
+                    out.append(semantic.Verdict(cand, v.outcome, v.reason, v.score, v.analysis))
+        return out
 
     def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
         """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""
@@ -217,7 +259,7 @@ class Reader:
                 "query",
                 (vectors[0],),
                 {
-                    "k": self._s.top_k,
+                    "k": self._top_k(req.prompt),
                     "scope": self.vector_scope(keys, vectors[0]),
                     "now": self._s.clock(),
                 },

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_cache import _request as rq
-from agent_cache import tracing
+from agent_cache import semantic, tracing
 from agent_cache._backends import Backends
 from agent_cache._flow import Flow, Op
 from agent_cache._lookup import Reader
@@ -127,7 +127,7 @@ class Writer:
             "scope": self._reader.vector_scope(keys, vector),
             "namespace": req.namespace,
             "key": keys.primary,
-            "text": req.prompt[:2000],
+            "text": req.prompt[: semantic.MAX_CANDIDATE_CHARS],
             "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
         }
 

@@ -36,6 +36,7 @@ import numpy as np
 from agent_cache import _request as rq
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.protocols import KVStore, MetaValue, VectorStore
+from agent_cache.semantic import MAX_CANDIDATE_CHARS
 from agent_cache.stores._entry import StoredEntry
 
 if TYPE_CHECKING:
@@ -376,7 +377,7 @@ def restore_entries(
                     "scope": rq.vector_scope(rq.entry_scope(row["scope"]), tag),
                     "namespace": ns,
                     "key": row["key"],
-                    "text": row["prompt"][:2000],
+                    "text": row["prompt"][:MAX_CANDIDATE_CHARS],
                     "expires_at": rq.NO_EXPIRY if vx is None else vx,
                 }
                 if joint:

@@ -33,8 +33,10 @@ __all__ = [
     "Candidate",
     "Combiner",
     "SemanticPolicy",
+    "Focus",
     "Verdict",
     "finish",
+    "focus",
     "screen",
 ]
 
@@ -44,6 +46,109 @@ __all__ = [
 EQUIVALENT_FLOOR = 0.5
 #: The file a trained verifier's combiner is saved in, beside the model.
 COMBINER_FILE = "agent_cache_combiner.json"
+#: Characters of a text the embedder is trusted to have read: MiniLM reads 256 word pieces
+#: (~1,000 characters of English prose, fewer for code, numbers or other scripts), so a
+#: difference past this point may be invisible to the cosine.
+EMBEDDER_WINDOW_CHARS = 600
+#: A common prefix + suffix at least this long is a shared part (a pasted document, a
+#: system preamble): the two texts are then judged on what differs between them.
+SHARED_MIN_CHARS = 80
+#: How much of a prompt the vector store keeps as the candidate's text (the focus step
+#: below needs the whole candidate; past this the unseen tail counts as different).
+MAX_CANDIDATE_CHARS = 100_000
+_BOUNDARY = frozenset(".?!;:\n")
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a long pair is judged on: the differing spans, or a refusal.
+
+    Attributes:
+        query: the query's differing span, extended to whole sentences ("" if none).
+        candidate: the candidate's differing span, likewise.
+        shared: characters the two texts share (common prefix + common suffix).
+        reason: ``"unseen_difference"`` (the texts differ beyond what the embedder read)
+            or ``"long_difference"`` (the differing spans are themselves too long to
+            judge); ``""`` when the spans are to be judged.
+    """
+
+    query: str
+    candidate: str
+    shared: int
+    reason: str = ""
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n  # binary search on slice equality: C-speed comparisons, O(n log n) worst
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _sentence_start(text: str, at: int) -> int:
+    i = at
+    while i > 0 and text[i - 1] not in _BOUNDARY:
+        i -= 1
+    return i
+
+
+def _sentence_end(text: str, at: int) -> int:
+    i = at
+    while i < len(text) and text[i] not in _BOUNDARY:
+        i += 1
+    return min(len(text), i + 1)
+
+
+def focus(query: str, candidate: str) -> Focus | None:
+    """Where a pair of texts differs, for texts the embedding cannot be trusted on alone.
+
+    ``None`` for two short texts (at most :data:`EMBEDDER_WINDOW_CHARS`) sharing no long
+    part: the cosine saw all of both, and the normal decision applies. Otherwise the
+    common prefix and suffix (a document pasted with a question, before or after it) are
+    the shared scope and the differing middle spans, widened to whole sentences, are what
+    must be the same question: the caller embeds and judges those. Two long texts that
+    share no such part, or whose differing spans are long, are refused: part of what
+    differs was never read by the embedder.
+
+    Example:
+        >>> doc = "The supplier shall deliver the goods within 30 days. " * 4
+        >>> f = focus(doc + "Who are the parties?", doc + "What law governs it?")
+        >>> (f.query, f.candidate, f.reason)
+        ('Who are the parties?', 'What law governs it?', '')
+        >>> focus("How do I reset my password?", "how can I reset my password") is None
+        True
+    """
+    q, c = " ".join(query.split()), " ".join(candidate.split())
+    ql, cl = q.lower(), c.lower()
+    if len(ql) != len(q) or len(cl) != len(c):  # case folding changed a length: compare raw
+        ql, cl = q, c
+    prefix = _common_prefix(ql, cl)
+    rest = min(len(q), len(c)) - prefix
+    suffix = min(_common_prefix(ql[::-1], cl[::-1]), rest)
+    shared = prefix + suffix
+    longest = max(len(q), len(c))
+    if shared < SHARED_MIN_CHARS:
+        if longest <= EMBEDDER_WINDOW_CHARS:
+            return None
+        return Focus(q, c, shared, "unseen_difference")
+    start = _sentence_start(q, prefix)  # the shared prefix is the same in both texts
+    tail = suffix
+    # the end of the sentence the differing span ends in, measured from the shared suffix
+    qend = _sentence_end(q, len(q) - tail) if tail else len(q)
+    cend = len(c) - (len(q) - qend)
+    qs, cs = q[start:qend].strip(), c[start:cend].strip()
+    if not qs and not cs:  # the same text up to case and spacing: judge its last sentence
+        qs = cs = q[_sentence_start(q, len(q) - 1) :].strip() or q[-EMBEDDER_WINDOW_CHARS:]
+    if max(len(qs), len(cs)) > EMBEDDER_WINDOW_CHARS:
+        return Focus(qs, cs, shared, "long_difference")
+    if len(query) > MAX_CANDIDATE_CHARS or len(candidate) >= MAX_CANDIDATE_CHARS:
+        return Focus(qs, cs, shared, "unseen_difference")  # the stored text was cut
+    return Focus(qs, cs, shared)
 
 
 @dataclass(frozen=True)
