@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_cache import lexicon as lx
+from agent_cache._frames import frame_differences
 
 __all__ = ["REASONS", "Analysis", "Difference", "analyze", "explain"]
 
@@ -60,9 +61,13 @@ REASONS = (
     "case",
     "numbers",
     "temporal",
+    "relation",
     "negation",
     "question",
+    "modality",
+    "scope",
     "opposites",
+    "qualifier",
     "entities",
     "audience",
     "direction",
@@ -493,6 +498,8 @@ def _read_temporal(toks: list[_Tok]) -> None:
         if tok.used:
             continue
         value = lx.TEMPORAL_WORDS.get(low)
+        if value in ("am", "pm") and not (i and toks[i - 1].kind == "num"):
+            value = None  # "Am I allowed...": a time of day only after a number
         if value is not None and low not in lx.RELATIVE_TIME:
             tok.temporal = value
         elif low in lx.WEEKDAYS and (low not in ("sun", "sat", "wed") or tok.entity):
@@ -926,6 +933,15 @@ def _show(q: list[_Tok], key: str) -> str:
     return key.lstrip("#c")
 
 
+def _uncapitalized(text: str) -> str:
+    """``text`` lower-cased when nearly all its letters are capitals ("HOW DO I RESET MY
+    PASSWORD"), else unchanged."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if len(letters) >= 8 and sum(ch.isupper() for ch in letters) >= 0.9 * len(letters):
+        return text.lower()
+    return text
+
+
 def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Analysis:
     """Compare a query with a stored question; see the module docstring.
 
@@ -946,8 +962,12 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         qs, cs = " ".join(query.split()), " ".join(candidate.split())
         if qs != cs and qs.casefold() == cs.casefold():
             return Analysis(query, candidate, (Difference("case", qs, cs, True),))
+    if not case_sensitive:  # a question in capitals: its capitals say nothing of names
+        query, candidate = _uncapitalized(query), _uncapitalized(candidate)
     q, c = _tokenize(query), _tokenize(candidate)
     diffs: list[Difference] = []
+    for kind, q_side, c_side in frame_differences([t.low for t in q], [t.low for t in c]):
+        diffs.append(_diff(kind, q_side, c_side))
     diffs += _match_acronyms(q, c)
     diffs += _match_acronyms(c, q)
     diffs += _compare_numbers(q, c)

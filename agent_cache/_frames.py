@@ -1,0 +1,247 @@
+"""Frames where word lists fail: modality, temporal relations, quantifier scope and
+reversing prefixes (used by :func:`agent_cache.differences.analyze`).
+
+Each frame maps the words of a question to a small set of *classes* and compares the two
+questions' classes, so a pair nobody listed is judged by what its words do, not by
+whether the pair is in a lexicon:
+
+- **modality**: ability/permission (can, could, may, allowed to), obligation (must, have
+  to, need to, required to), advice (should, ought to) and prediction (will, going to)
+  ask different questions: "Can I bring my dog?" is not "Do I have to bring my dog?". A
+  question with no modal matches one of ability or prediction ("How do I reset" =
+  "How can I reset"), never obligation or advice.
+- **relation**: before / during / after / until place the question in another time
+  ("savings earned before the marriage" vs "during the marriage"); one side naming a
+  relation the other does not have also refuses.
+- **scope**: universal (every, all, each), single (one, a single, only one), existential
+  (some, several) and none differ when both sides quantify.
+- **reversal**: words that are the same stem under opposing prefixes (onboard/offboard,
+  upload/download, inbound/outbound, overpaid/underpaid, import/export) and one-sided
+  reversing modifiers (former, ex-, non-, anti-, pseudo-, step-) are opposites; this runs
+  on the raw words, before any typo matching could read "offboard" as a typo of
+  "onboard".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["frame_differences"]
+
+_MODAL_PHRASES: dict[tuple[str, ...], str] = {
+    ("have", "to"): "obligation",
+    ("has", "to"): "obligation",
+    ("had", "to"): "obligation",
+    ("need", "to"): "obligation",
+    ("needs", "to"): "obligation",
+    ("required", "to"): "obligation",
+    ("obliged", "to"): "obligation",
+    ("obligated", "to"): "obligation",
+    ("supposed", "to"): "obligation",
+    ("ought", "to"): "advice",
+    ("able", "to"): "ability",
+    ("allowed", "to"): "ability",
+    ("permitted", "to"): "ability",
+    ("possible", "to"): "ability",
+    ("going", "to"): "prediction",
+}
+_MODALS = {
+    "can": "ability",
+    "could": "ability",
+    "may": "ability",
+    "might": "ability",
+    "can't": "ability",
+    "cannot": "ability",
+    "couldn't": "ability",
+    "must": "obligation",
+    "mustn't": "obligation",
+    "needn't": "obligation",
+    "mandatory": "obligation",
+    "should": "advice",
+    "shouldn't": "advice",
+    "shall": "advice",
+    "will": "prediction",
+    "would": "prediction",
+    "won't": "prediction",
+    "wouldn't": "prediction",
+}
+# a question with no modal matches these classes (procedure and plain future)
+_UNMARKED_OK = frozenset({"ability", "prediction"})
+
+_RELATIONS = {
+    "before": "before",
+    "prior": "before",
+    "ahead": "before",
+    "pre": "before",
+    "after": "after",
+    "following": "after",
+    "afterwards": "after",
+    "afterward": "after",
+    "post": "after",
+    "during": "during",
+    "while": "during",
+    "throughout": "during",
+    "amid": "during",
+    "until": "until",
+    "till": "until",
+    "since": "since",
+}
+
+_SCOPE = {
+    "every": "all",
+    "all": "all",
+    "each": "all",
+    "both": "all",
+    "entire": "all",
+    "whole": "all",
+    "one": "one",
+    "single": "one",
+    "only": "one",
+    "some": "some",
+    "several": "some",
+    "few": "some",
+    "many": "some",
+    "most": "some",
+    "none": "none",
+    "neither": "none",
+}
+
+_PREFIX_PAIRS = (
+    ("on", "off"),
+    ("up", "down"),
+    ("in", "out"),
+    ("over", "under"),
+    ("im", "ex"),
+    ("inter", "intra"),
+    ("pre", "post"),
+    ("en", "de"),
+    ("inc", "dec"),
+    ("max", "min"),
+)
+_REVERSING_MODIFIERS = frozenset({"former", "ex", "non", "anti", "pseudo"})
+_REVERSING_PREFIXES = ("ex-", "non-", "anti-", "pseudo-", "step-", "counter-", "de-", "un-")
+
+
+def _modal_classes(words: Sequence[str]) -> set[str]:
+    out: set[str] = set()
+    for i, w in enumerate(words):
+        pair = (w, words[i + 1]) if i + 1 < len(words) else None
+        if pair in _MODAL_PHRASES:
+            out.add(_MODAL_PHRASES[pair])
+        elif w in _MODALS:
+            # "will" as a noun ("a will", "my will") is not a modal
+            if w == "will" and i and words[i - 1] in ("a", "my", "the", "your", "his", "her"):
+                continue
+            # "may" the month before a number or after "in"/"of"
+            if w == "may" and (
+                (i + 1 < len(words) and words[i + 1][:1].isdigit())
+                or (i and words[i - 1] in ("in", "of", "since", "until", "by"))
+            ):
+                continue
+            out.add(_MODALS[w])
+    return out
+
+
+def _relations(words: Sequence[str]) -> set[str]:
+    out = set()
+    for i, w in enumerate(words):
+        rel = _RELATIONS.get(w)
+        if rel is None:
+            continue
+        if w == "prior" and not (i + 1 < len(words) and words[i + 1] == "to"):
+            continue
+        if w == "ahead" and not (i + 1 < len(words) and words[i + 1] == "of"):
+            continue
+        if w == "following" and i and words[i - 1] in ("the", "a"):
+            continue  # "the following steps"
+        if w == "since" and i + 1 < len(words) and words[i + 1] in ("i", "we", "you", "it"):
+            continue  # "since I moved" is often causal: leave it to the similarity
+        out.add(rel)
+    return out
+
+
+def _scope(words: Sequence[str]) -> set[str]:
+    out = set()
+    for i, w in enumerate(words):
+        cls = _SCOPE.get(w)
+        if cls is None:
+            continue
+        if w == "one" and i + 1 < len(words) and words[i + 1] in ("of", "another"):
+            continue  # "one of my", "one another"
+        if w == "only" and not (i + 1 < len(words) and words[i + 1] in ("one", "a", "the")):
+            continue
+        out.add(cls)
+    return out
+
+
+_OPPOSITE = {p1: p2 for p1, p2 in _PREFIX_PAIRS} | {p2: p1 for p1, p2 in _PREFIX_PAIRS}
+
+
+_BY_HEAD: dict[str, tuple[str, ...]] = {}
+for _p in _OPPOSITE:
+    _BY_HEAD[_p[:2]] = (*_BY_HEAD.get(_p[:2], ()), _p)
+
+
+def _stems(word: str) -> list[tuple[str, str]]:
+    """``(prefix, stem)`` for each opposing prefix ``word`` starts with (stem >= 3)."""
+    return [
+        (p, word[len(p) :].lstrip("-"))
+        for p in _BY_HEAD.get(word[:2], ())
+        if word.startswith(p) and len(word) - len(p) >= 3
+    ]
+
+
+def _reversals(only_q: set[str], only_c: set[str]) -> list[tuple[str, str]]:
+    """Pairs of words, one per side, that are one stem under opposing prefixes, or one
+    word and its reversing-prefixed form (``ex-wife``/``wife``, ``nonprofit``/``profit``).
+    Linear in the words: stems are looked up, not compared pairwise."""
+    found: list[tuple[str, str]] = []
+    by_stem: dict[tuple[str, str], str] = {}
+    for y in only_c:
+        for prefix, stem in _stems(y):
+            by_stem[(prefix, stem)] = y
+    for x in sorted(only_q):
+        for prefix, stem in _stems(x):
+            y = by_stem.get((_OPPOSITE[prefix], stem))
+            if y is not None:
+                found.append((x, y))
+    for side, other, flip in ((only_q, only_c, False), (only_c, only_q, True)):
+        for x in sorted(side):
+            if "-" not in x and not x.startswith("non"):
+                continue
+            for prefix in _REVERSING_PREFIXES:
+                bare = x[len(prefix) :] if x.startswith(prefix) else ""
+                if not bare and x.startswith("non") and len(x) >= 7:
+                    bare = x[3:]
+                if bare and bare in other:
+                    found.append((bare, x) if flip else (x, bare))
+                    break
+    return found
+
+
+def frame_differences(
+    query: Sequence[str], candidate: Sequence[str]
+) -> list[tuple[str, list[str], list[str]]]:
+    """``(kind, query side, candidate side)`` for every frame that differs; ``query`` and
+    ``candidate`` are the lower-cased words of the two questions."""
+    out: list[tuple[str, list[str], list[str]]] = []
+    mq, mc = _modal_classes(query), _modal_classes(candidate)
+    if mq != mc:
+        one_sided = (not mq and mc <= _UNMARKED_OK) or (not mc and mq <= _UNMARKED_OK)
+        if not one_sided:
+            out.append(("modality", sorted(mq), sorted(mc)))
+    rq, rc = _relations(query), _relations(candidate)
+    if rq != rc:
+        out.append(("relation", sorted(rq - rc), sorted(rc - rq)))
+    sq, sc = _scope(query), _scope(candidate)
+    if sq and sc and sq != sc:
+        out.append(("scope", sorted(sq - sc), sorted(sc - sq)))
+    qset, cset = set(query), set(candidate)
+    only_q, only_c = qset - cset, cset - qset
+    for x, y in _reversals(only_q, only_c):
+        out.append(("opposites", [x], [y]))
+    mods_q = only_q & _REVERSING_MODIFIERS
+    mods_c = only_c & _REVERSING_MODIFIERS
+    if mods_q or mods_c:
+        out.append(("qualifier", sorted(mods_q), sorted(mods_c)))
+    return out
