@@ -203,3 +203,69 @@ def test_the_subscriber_survives_garbage_frames() -> None:
     finally:
         router.close()
         pub.close()
+
+
+def test_the_replay_socket_fills_in_blocks_from_before_the_start_and_gaps() -> None:
+    import threading
+
+    import zmq
+
+    pub = KvEventPublisher().bind()
+    stored = pub._schema()[0]
+
+    def batch(h: int, token: int) -> bytes:
+        block = stored(
+            block_hashes=[h],
+            parent_block_hash=None,
+            token_ids=[token] * 16,
+            block_size=16,
+            lora_id=None,
+            medium="GPU",
+        )
+        return pub.encode([block])
+
+    buffer = [(seq, batch(seq + 1, seq + 1)) for seq in range(4)]  # vLLM's replay buffer
+    router_sock: Any = zmq.Context.instance().socket(zmq.ROUTER)
+    router_sock.setsockopt(zmq.LINGER, 0)
+    router_sock.bind("tcp://127.0.0.1:*")
+    replay = router_sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+    stop = threading.Event()
+
+    def serve() -> None:  # ZmqEventPublisher._service_replay
+        end = (-1).to_bytes(8, "big", signed=True)
+        while not stop.is_set():
+            if not router_sock.poll(50):
+                continue
+            client, _, start = router_sock.recv_multipart()
+            first = int.from_bytes(start, "big")
+            for seq, payload in buffer:
+                if seq >= first:
+                    router_sock.send_multipart((client, b"", b"", seq.to_bytes(8, "big"), payload))
+            router_sock.send_multipart((client, b"", b"", end, b""))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    router = VllmRouter(
+        ["http://r0:8000/v1"],
+        client=httpx.Client(transport=mock_transport({})),
+        kv_events=[pub.endpoint],
+        kv_replay=[replay],
+        metrics_interval=None,
+    )
+    index = router._d.kv_index
+    assert index is not None
+    try:
+        router._d.start_events()
+        wait_for(lambda: index.blocks(0) == 4)  # cached before the router started
+        time.sleep(0.3)
+        buffer.extend((seq, batch(seq + 1, seq + 1)) for seq in range(4, 7))
+        pub._seq = 6
+        pub.send_raw(buffer[6][1])  # seqs 4 and 5 never arrived: asked for again
+        wait_for(lambda: index.blocks(0) == 7)
+        assert router._d._subscribers[0].replays == 2 and index.malformed == [0]
+    finally:
+        stop.set()
+        router.close()
+        server.join(timeout=2)
+        router_sock.close(linger=0)
+        pub.close()
