@@ -30,7 +30,12 @@ from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, 
 from agent_cache.vllm._ratio import CharsPerToken
 from agent_cache.vllm.affinity import BoundedLoad, rendezvous_order
 from agent_cache.vllm.choice import PrefixChooser
-from agent_cache.vllm.kv_events import KvEventIndex, KvEventSubscriber
+from agent_cache.vllm.kv_events import (
+    KvEventIndex,
+    KvEventSubscriber,
+    KvMatch,
+    offset_endpoint_port,
+)
 from agent_cache.vllm.metrics import parse_load_metrics
 
 #: How far (relative) the learned characters-per-token ratio moves before the tree's
@@ -69,6 +74,7 @@ class Call:
     session: str | None = None  # keeps its replica while that is not overloaded
     tokens: list[int] | None = None  # the rendered prompt's token ids, when known
     salt: str | None = None  # its cache_salt (KV events key block 0 with it)
+    kv: KvMatch | None = None  # what the KV events say each replica holds of it
     stream: bool = False
     pinned: Endpoint | None = None  # only this endpoint (warm-up)
     record: bool = True  # record usage (warm-ups are not traffic)
@@ -130,6 +136,8 @@ class Dispatcher:
         metrics_timeout: float = 2.0,
         kv_events: Sequence[str | None] | None = None,
         kv_block_size: int = 16,
+        kv_dp_ranks: int | Sequence[int] = 1,
+        kv_replay: Sequence[str | None] | None = None,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
@@ -196,11 +204,34 @@ class Dispatcher:
         if kv_events is not None:
             if len(kv_events) != len(self.endpoints):
                 raise ConfigurationError("kv_events needs one address (or None) per endpoint")
-            self.kv_index = KvEventIndex(len(self.endpoints), block_size=kv_block_size, clock=clock)
+            ranks = (
+                list(kv_dp_ranks)
+                if isinstance(kv_dp_ranks, Sequence)
+                else [kv_dp_ranks] * len(self.endpoints)
+            )
+            replay = list(kv_replay) if kv_replay is not None else [None] * len(self.endpoints)
+            if len(ranks) != len(self.endpoints) or len(replay) != len(self.endpoints):
+                raise ConfigurationError("kv_dp_ranks and kv_replay need one entry per endpoint")
+            if min(ranks) < 1:
+                raise ConfigurationError("kv_dp_ranks must be >= 1")
+            self.kv_index = KvEventIndex(
+                len(self.endpoints),
+                block_size=kv_block_size,
+                clock=clock,
+                watched=[addr is not None for addr in kv_events],
+            )
+            # data-parallel rank k publishes on the port plus k (vLLM's offset_endpoint_port)
             self._subscribers = [
-                KvEventSubscriber(addr, i, self.kv_index)
-                for i, addr in enumerate(kv_events)
+                KvEventSubscriber(
+                    offset_endpoint_port(addr, rank),
+                    i,
+                    self.kv_index,
+                    rank=rank,
+                    replay=offset_endpoint_port(rep, rank) if rep is not None else None,
+                )
+                for i, (addr, rep) in enumerate(zip(kv_events, replay, strict=True))
                 if addr is not None
+                for rank in range(ranks[i])
             ]
         self._events_started = False
         self._rr = 0
@@ -242,8 +273,20 @@ class Dispatcher:
             self._sync_capacity()
 
     # ------------------------------------------------------------------ choice
+    def _kv_lookup(self, call: Call) -> None:
+        """What the KV events say each replica holds of ``call`` (outside the lock:
+        the keys are hashed once per block size, then one dict walk per replica)."""
+        index = self.kv_index
+        if index is None or call.tokens is None or self.policy != "prefix":
+            return
+        if call.blocks is None or call.pinned is not None:
+            return
+        model = call.body.get("model") if call.body is not None else None
+        call.kv = index.lookup(call.tokens, salt=call.salt, lora=index.lora_of(model))
+
     def _plan(self, call: Call) -> list[Endpoint]:
         """Endpoints to try, best first; only those whose breaker lets a request through."""
+        self._kv_lookup(call)
         with self.lock:
             if call.pinned is not None:
                 return [call.pinned] if call.pinned.breaker.available() else []
@@ -261,12 +304,18 @@ class Dispatcher:
                 ranked = sorted(rotated, key=lambda i: self.chooser.load(i, now))
             elif self.policy == "prefix" and call.blocks is not None:
                 cached: list[float] | None = None
-                if self.kv_index is not None and call.tokens is not None:
-                    exact = self.kv_index.match(call.tokens, salt=call.salt)
-                    if exact is not None:  # else events stopped: the tree decides
-                        b = self.kv_index.block_size
-                        cached = [float(m * b) for m in exact]
-                        call.prompt_tokens = float(len(call.tokens))
+                kv = call.kv
+                if (
+                    kv is not None
+                    and call.tokens is not None
+                    and any(t is not None for t in kv.tokens)
+                ):  # replicas whose events stopped are estimated by the tree
+                    tree = self.chooser.tree.match(call.blocks)
+                    cached = [
+                        t if t is not None else tree[i] * call.block_tokens
+                        for i, t in enumerate(kv.tokens)
+                    ]
+                    call.prompt_tokens = float(len(call.tokens))
                 ranked = self.chooser.rank(
                     up,
                     call.blocks,
@@ -354,6 +403,8 @@ class Dispatcher:
         i = self.endpoints.index(ep)
         with self.lock:
             self.chooser.observe(i, load, self.clock())
+            if self.kv_index is not None and load.block_size:
+                self.kv_index.set_block_size(i, load.block_size, "metrics")
             cap = load.capacity_tokens
             if self.learn_capacity and cap:
                 self._capacity_tokens[i] = int(cap)
@@ -423,7 +474,9 @@ class Dispatcher:
             self.chooser.started(i)
             self._assign(ep, call)
             if self.kv_index is not None and call.blocks is not None:
-                self.kv_index.sent(i)
+                # a prompt whose full blocks the replica holds may store nothing new
+                held = call.kv is not None and call.kv.complete[i]
+                self.kv_index.sent(i, expect=not held)
 
     def _finished(self, ep: Endpoint) -> None:
         """One request of ``ep`` is over; under the lock."""

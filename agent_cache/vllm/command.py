@@ -5,14 +5,21 @@ Two flags are left out on purpose: ``--enable-force-include-usage`` puts ``usage
 reported as 300 input tokens); the router and the transports ask for usage on the final
 chunk with ``stream_options.include_usage`` instead. ``--block-size`` overrides the
 attention backend's choice (MLA backends need 64 or 128); it is printed only when asked for.
+Neither ``PYTHONHASHSEED`` nor ``--prefix-caching-hash-algo`` is needed: sha256 (the
+default) already hashes from a fixed seed, and the router's KV-event index keys blocks by
+their tokens, never by vLLM's hash values.
+
+The flags were checked against vLLM :data:`~agent_cache.vllm.kv_events.VLLM_VERSION`.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 
 from agent_cache.errors import ConfigurationError
+from agent_cache.vllm.kv_events import VLLM_VERSION
 
 __all__ = ["ServeFlag", "vllm_command", "vllm_flags"]
 
@@ -34,23 +41,20 @@ def vllm_flags(
     gpu_memory_utilization: float = 0.90,
     max_model_len: int | None = None,
     block_size: int | None = None,
+    kv_events_port: int | None = 5557,
+    kv_replay_port: int | None = None,
 ) -> list[ServeFlag]:
-    """The environment, command and flags of :func:`vllm_command`, each with its reason.
+    """The command and flags of :func:`vllm_command`, each with its reason.
 
     Example:
-        >>> [f.arg for f in vllm_flags("m")][:2]
-        ['PYTHONHASHSEED=0', 'vllm serve m']
+        >>> [f.arg for f in vllm_flags("m")][:1]
+        ['vllm serve m']
     """
     if gpus < 1:
         raise ConfigurationError("gpus must be >= 1")
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise ConfigurationError("gpu_memory_utilization must be in (0, 1]")
     flags = [
-        ServeFlag(
-            "PYTHONHASHSEED=0",
-            "fixes vLLM's NONE_HASH seed, so block hashes are reproducible across restarts "
-            "and replicas",
-        ),
         ServeFlag(f"vllm serve {shlex.quote(model)}", "the OpenAI-compatible server"),
         ServeFlag(
             f"--host {host} --port {port}",
@@ -68,15 +72,34 @@ def vllm_flags(
             "default), which the router records as the cache's KV layer",
         ),
         ServeFlag(
-            "--prefix-caching-hash-algo sha256_cbor",
-            "collision-safe block hashes that are reproducible across processes and languages",
-        ),
-        ServeFlag(
             f"--gpu-memory-utilization {gpu_memory_utilization:.2f}",
             "memory left after the weights becomes KV blocks: more blocks keep more "
             "prefixes cached",
         ),
     ]
+    if kv_events_port is not None:
+        config: dict[str, object] = {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": f"tcp://*:{kv_events_port}",
+            "topic": "",
+        }
+        if kv_replay_port is not None:
+            config["replay_endpoint"] = f"tcp://*:{kv_replay_port}"
+        replay = (
+            f"; kv_replay=['tcp://HOST:{kv_replay_port}'] lets it catch up on lost batches"
+            if kv_replay_port is not None
+            else ""
+        )
+        flags.append(
+            ServeFlag(
+                f"--kv-events-config {shlex.quote(json.dumps(config, separators=(',', ':')))}",
+                "publishes each stored and evicted KV block on ZMQ, so the router knows what "
+                f"every replica caches: VllmRouter(kv_events=['tcp://HOST:{kv_events_port}'],"
+                " tokenizer=...); data-parallel rank k publishes on the port plus k "
+                f"(kv_dp_ranks){replay}",
+            )
+        )
     if block_size is not None:
         flags.append(
             ServeFlag(
@@ -111,6 +134,8 @@ def vllm_command(
     gpu_memory_utilization: float = 0.90,
     max_model_len: int | None = None,
     block_size: int | None = None,
+    kv_events_port: int | None = 5557,
+    kv_replay_port: int | None = None,
 ) -> str:
     """The recommended ``vllm serve`` command line, each flag preceded by its reason.
 
@@ -122,13 +147,19 @@ def vllm_command(
         gpu_memory_utilization: Share of GPU memory vLLM may use (weights + KV cache).
         max_model_len: Optional context cap.
         block_size: KV block size in tokens; None (default) leaves it to the backend.
+        kv_events_port: Port of the KV-event publisher the router subscribes to
+            (``VllmRouter(kv_events=...)``); None leaves KV events off.
+        kv_replay_port: Port of the publisher's replay socket, if wanted.
 
     Returns:
-        A shell snippet: comment lines with the reasons, then the command.
+        A shell snippet: the vLLM version the flags were checked against, comment lines
+        with the reasons, then the command.
 
     Example:
         >>> print(vllm_command("Qwen/Qwen2.5-7B-Instruct").splitlines()[-1].strip())
-        --gpu-memory-utilization 0.90
+        --kv-events-config '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","topic":""}'
+        >>> vllm_command("m").splitlines()[0]
+        '## flags checked against vLLM 0.33.0'
     """
     flags = vllm_flags(
         model,
@@ -138,10 +169,13 @@ def vllm_command(
         gpu_memory_utilization=gpu_memory_utilization,
         max_model_len=max_model_len,
         block_size=block_size,
+        kv_events_port=kv_events_port,
+        kv_replay_port=kv_replay_port,
     )
-    width = max(len(f.arg) for f in flags)
+    width = min(40, max(len(f.arg) for f in flags))
     comments = [f"# {f.arg:<{width}}  {f.why}" for f in flags]
-    env, serve, *rest = flags
-    lines = [f"{env.arg} {serve.arg} \\"] + [f"  {f.arg} \\" for f in rest]
+    serve, *rest = flags
+    lines = [f"{serve.arg} \\"] + [f"  {f.arg} \\" for f in rest]
     lines[-1] = lines[-1].removesuffix(" \\")
-    return "\n".join(comments + lines)
+    header = f"## flags checked against vLLM {VLLM_VERSION}"
+    return "\n".join([header, *comments, *lines])

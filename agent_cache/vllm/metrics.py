@@ -112,6 +112,10 @@ class LoadMetrics:
         kv_usage: ``vllm:kv_cache_usage_perc``, a fraction in [0, 1].
         num_gpu_blocks: KV blocks of the cache (``vllm:cache_config_info``), if given.
         block_size: Tokens per block (``vllm:cache_config_info``), if given.
+        kv_cache_tokens: The cache's capacity in tokens summed over the server's
+            engines (vLLM 0.33's group-aware ``kv_cache_size_tokens`` label, right for
+            hybrid models), if given.
+        engines: Engines (data-parallel ranks) the page reports.
 
     Example:
         >>> LoadMetrics(running=3, waiting=1, kv_usage=0.5, num_gpu_blocks=100,
@@ -124,22 +128,29 @@ class LoadMetrics:
     kv_usage: float
     num_gpu_blocks: int | None = None
     block_size: int | None = None
+    kv_cache_tokens: int | None = None
+    engines: int = 1
 
     @property
     def capacity_tokens(self) -> int | None:
-        """Tokens the cache holds: ``(num_gpu_blocks - 1) * block_size`` (one block is
-        vLLM's null block), or None when the page did not say."""
+        """Tokens the cache holds: ``kv_cache_tokens`` when given, else per engine
+        ``(num_gpu_blocks - 1) * block_size`` (one block is vLLM's null block); None
+        when the page did not say."""
+        if self.kv_cache_tokens is not None:
+            return self.kv_cache_tokens
         if self.num_gpu_blocks is None or self.block_size is None:
             return None
-        return max(0, self.num_gpu_blocks - 1) * self.block_size
+        return max(0, self.num_gpu_blocks - 1) * self.block_size * self.engines
 
 
-def _config_labels(text: str) -> dict[str, str]:
+def _config_labels(text: str) -> list[dict[str, str]]:
+    """The labels of every ``cache_config_info`` line (one per engine)."""
+    out: list[dict[str, str]] = []
     for line in text.splitlines():
         if line.startswith(CACHE_CONFIG + "{"):
             inner = line[len(CACHE_CONFIG) + 1 : line.rindex("}")]
-            return {m.group("k"): m.group("v") for m in _LABEL.finditer(inner)}
-    return {}
+            out.append({m.group("k"): m.group("v") for m in _LABEL.finditer(inner)})
+    return out
 
 
 def _int_label(labels: dict[str, str], name: str) -> int | None:
@@ -166,7 +177,9 @@ def parse_load_metrics(text: str) -> LoadMetrics | None:
     samples = parse_prometheus_text(text)
     if RUNNING not in samples and WAITING not in samples:
         return None
-    labels = _config_labels(text)
+    engines = _config_labels(text)
+    labels = engines[0] if engines else {}
+    sizes = [_int_label(e, "kv_cache_size_tokens") for e in engines]
     usage = samples.get(KV_USAGE, samples.get(_OLD_KV_USAGE, 0.0))
     return LoadMetrics(
         running=samples.get(RUNNING, 0.0),
@@ -174,4 +187,6 @@ def parse_load_metrics(text: str) -> LoadMetrics | None:
         kv_usage=min(1.0, max(0.0, usage)),
         num_gpu_blocks=_int_label(labels, "num_gpu_blocks"),
         block_size=_int_label(labels, "block_size"),
+        kv_cache_tokens=sum(s for s in sizes if s) if any(sizes) else None,
+        engines=max(1, len(engines)),
     )

@@ -109,7 +109,12 @@ class VllmRouter:
             when a replica's events stop. Needs ``agent-cache[kv-events]``.
         tokenizer: Renders and tokenizes a prompt (text, or chat messages with the
             server's chat template) as the servers do, for matching KV events.
-        kv_block_size: The servers' KV block size (for matching KV events).
+        kv_block_size: The servers' KV block size until a replica's ``/metrics``
+            (``cache_config_info``) or events give its own (a mismatch is logged).
+        kv_dp_ranks: Data-parallel ranks per endpoint (one number, or one per
+            endpoint): rank k publishes on the ``kv_events`` port plus k, as vLLM does.
+        kv_replay: Per endpoint, the address of the publisher's replay socket
+            (``replay_endpoint``), or None: read at the start and after lost batches.
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -155,6 +160,8 @@ class VllmRouter:
         kv_events: Sequence[str | None] | None = None,
         tokenizer: Callable[[str | Sequence[Message]], Sequence[int]] | None = None,
         kv_block_size: int = 16,
+        kv_dp_ranks: int | Sequence[int] = 1,
+        kv_replay: Sequence[str | None] | None = None,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -197,6 +204,8 @@ class VllmRouter:
             metrics_timeout=health_timeout,
             kv_events=kv_events,
             kv_block_size=kv_block_size,
+            kv_dp_ranks=kv_dp_ranks,
+            kv_replay=kv_replay,
         )
         self.policy = policy
         self.health_timeout = health_timeout
@@ -311,9 +320,9 @@ class VllmRouter:
                 namespaces never share KV blocks). None: no salt.
             extra_body: vLLM extras merged into the body (``top_k``, ``priority``,
                 ``structured_outputs``, ``cache_salt``, ...). ``priority`` (lower runs
-                first) needs ``vllm serve --scheduling-policy priority``, else any
-                non-zero value is a 400; it orders the queue only and does not decide
-                what stays in the prefix cache (vLLM issue #47802).
+                first) orders the queue under ``vllm serve --scheduling-policy
+                priority``; vLLM 0.33 accepts and ignores it otherwise. It does not
+                decide what stays in the prefix cache (vLLM issue #47802).
             affinity_key: Route by this key instead of the prompt's leading part (under
                 ``"prefix"``: keep requests with this key on one replica, as a session).
             session_id: A conversation or agent run: its requests stay on one replica

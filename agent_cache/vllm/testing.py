@@ -2,10 +2,12 @@
 
 It implements the fields the router depends on, the way vLLM's code handles them:
 ``usage.prompt_tokens_details.cached_tokens`` computed by the prefix-cache simulator
-(``null`` when zero, as vLLM sends it, or missing / 0 on request), ``cache_salt``
-(validated: a non-empty string), ``stream_options.include_usage`` (a final
-``choices: []`` chunk; the other chunks carry no ``usage`` key; ``stream_options``
-without ``stream: true`` is a 400), ``/v1/responses`` (usage as ``input_tokens`` /
+(``0`` when zero, as vLLM 0.33 sends it, or ``null`` / missing on request as older
+releases did), ``cache_salt`` (validated as vLLM 0.33 does: a non-empty string of at
+most 128 characters without ``@``, ``/``, ``\\`` or NUL), LoRA adapters served under
+their name as ``model``, ``stream_options.include_usage`` (a final ``choices: []``
+chunk; the other chunks carry no ``usage`` key; a non-empty ``stream_options`` without
+``stream: true`` is a 400), ``/v1/responses`` (usage as ``input_tokens`` /
 ``input_tokens_details``), ``/health``, ``/metrics`` (``vllm:prefix_cache_{hits,queries}_total``,
 ``vllm:num_requests_{running,waiting}``, ``vllm:kv_cache_usage_perc``,
 ``vllm:cache_config_info``) and ``/tokenize`` at the server root. Errors have vLLM's
@@ -82,12 +84,15 @@ class FakeVllm:
         capacity_blocks: ``num_gpu_blocks`` of the simulated cache (None: unbounded).
         prompt_tokens_details: Like ``--enable-prompt-tokens-details``; False sends
             ``prompt_tokens_details: null`` always.
-        zero_cached: How a zero hit is reported: ``"null"`` (vLLM's usual), ``"missing"``
-            or ``"zero"`` (newer ``main``).
+        zero_cached: How a zero hit is reported: ``"zero"`` (vLLM 0.33), ``"null"``
+            (older releases) or ``"missing"``.
         model: The served model id.
         answer: The reply text (default ``"Hello from NAME."``).
         kv_events: Publishes the simulated cache's ``BlockStored`` / ``BlockRemoved``
-            events after each request, as ``--kv-events-config`` does.
+            events after each request, as ``--kv-events-config`` does (nothing when a
+            request stores no new block, e.g. a fully cached prompt).
+        lora_names: LoRA adapters served (``--lora-modules``): a request whose
+            ``model`` names one gets blocks of its own, announced with its name.
 
     Example:
         >>> fake = FakeVllm("gpu-1")
@@ -103,11 +108,13 @@ class FakeVllm:
         block_size: int = 16,
         capacity_blocks: int | None = None,
         prompt_tokens_details: bool = True,
-        zero_cached: Literal["null", "missing", "zero"] = "null",
+        zero_cached: Literal["null", "missing", "zero"] = "zero",
         model: str = "fake-model",
         answer: str | None = None,
         kv_events: KvEventPublisher | None = None,
+        lora_names: Sequence[str] = (),
     ) -> None:
+        self.lora_names = set(lora_names)
         self.name = name
         self.model = model
         self.answer = answer if answer is not None else f"Hello from {name}."
@@ -224,12 +231,15 @@ class FakeVllm:
         if isinstance(limit, int):
             words = words[: max(1, limit)]
         salt = body.get("cache_salt") if isinstance(body.get("cache_salt"), str) else None
+        lora = body.get("model") if body.get("model") in self.lora_names else None
         # the answer's tokens as the next turn's template renders them (answer + end tag)
         out = self.tokenize_text(" ".join(words) + "<|im_end|>", bos=False)
         with self._lock:
-            cached = self.sim.run(prompt, salt=salt, output_token_ids=out)
+            cached = self.sim.run(prompt, salt=salt, lora=lora, output_token_ids=out)
             if self.kv_events is not None and self.sim.events is not None:
-                self.kv_events.publish_sim_events(self.sim.events, self.sim.block_size, salt)
+                self.kv_events.publish_sim_events(
+                    self.sim.events, self.sim.block_size, salt, lora=lora
+                )
                 self.sim.events.clear()
         return words, self._usage(prompt, len(words), cached)
 
@@ -473,12 +483,22 @@ class FakeVllm:
         )
 
 
+_BAD_SALT = re.compile(r"[@/\\\x00]")
+
+
 def _validate(body: Mapping[str, Any]) -> str | None:
-    """vLLM's request validators for the fields the router sets (a 400 when they fail)."""
+    """vLLM 0.33's request validators for the fields the router sets (a 400 when
+    they fail)."""
     salt = body.get("cache_salt")
-    if salt is not None and (not isinstance(salt, str) or not salt or len(salt) > 1024):
-        return "Parameter 'cache_salt' must be a non-empty string if provided."
-    if body.get("stream_options") is not None and not body.get("stream"):
+    if salt is not None:
+        if not isinstance(salt, str) or not salt:
+            return "Parameter 'cache_salt' must be a non-empty string if provided."
+        if len(salt) > 128 or _BAD_SALT.search(salt):
+            return (
+                "Parameter 'cache_salt' must be at most 128 characters and must "
+                "not contain '@', '/', '\\\\', or NUL."
+            )
+    if body.get("stream_options") and not body.get("stream"):
         return "Stream options can only be defined when `stream=True`."
     return None
 
@@ -641,10 +661,19 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
 
 
 class KvEventPublisher:
-    """Publishes KV events the way vLLM's ``ZmqEventPublisher`` does: a ZMQ PUB socket,
-    multipart ``(topic, 8-byte big-endian sequence, msgpack EventBatch)``, the events
-    being msgspec structs of ``vllm/distributed/kv_events.py``'s schema (tagged by
-    class name; ``array_like`` as some vLLM releases declared them, or maps).
+    """Publishes KV events the way vLLM 0.33's ``ZmqEventPublisher`` does: a ZMQ PUB
+    socket, multipart ``(topic, 8-byte big-endian sequence, msgpack EventBatch)``; the
+    batch an array ``[ts, events, data_parallel_rank]``, the events msgspec structs of
+    ``vllm/distributed/kv_events.py``'s schema tagged by class name (maps, or arrays
+    with ``array_like`` as some older releases declared them).
+
+    What a real server sends, reproduced from the simulator's events: one
+    ``BlockStored`` per chain of new blocks (several blocks each, the ``cache_salt`` in
+    block 0's ``extra_keys``, the LoRA name in every block's), ``group_idx`` (each block
+    once per KV cache group with ``groups`` > 1, as hybrid models do), ``medium``,
+    ``duplicates`` (every block stored and removed twice: two copies under one hash,
+    as concurrent requests computing the same block leave them), nothing for a request
+    that stores no new block, and :meth:`restart` (the sequence starts at 0 again).
 
     Needs ``pyzmq`` and ``msgspec``. Nothing binds before :meth:`bind`.
 
@@ -654,9 +683,22 @@ class KvEventPublisher:
         'tcp://127.0.0.1:49152'
     """
 
-    def __init__(self, *, topic: str = "", array_like: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        topic: str = "",
+        array_like: bool = False,
+        groups: int = 1,
+        medium: str = "GPU",
+        duplicates: bool = False,
+        data_parallel_rank: int = 0,
+    ) -> None:
         self.topic = topic
         self.array_like = array_like
+        self.groups = groups
+        self.medium = medium
+        self.duplicates = duplicates
+        self.data_parallel_rank = data_parallel_rank
         self.endpoint: str | None = None
         self.paused = False  # drop events (a publisher that stopped)
         self._seq = 0
@@ -681,27 +723,25 @@ class KvEventPublisher:
                 opts["array_like"] = True
 
             class BlockStored(msgspec.Struct, **opts):
-                block_hashes: list[int]
-                parent_block_hash: int | None
+                block_hashes: list[int | bytes]
+                parent_block_hash: int | bytes | None
                 token_ids: list[int]
                 block_size: int
                 lora_id: int | None
                 medium: str | None
                 lora_name: str | None = None
                 extra_keys: list[tuple[Any, ...] | None] | None = None
+                group_idx: int | None = None
 
             class BlockRemoved(msgspec.Struct, **opts):
-                block_hashes: list[int]
+                block_hashes: list[int | bytes]
                 medium: str | None
+                group_idx: int | None = None
 
             class AllBlocksCleared(msgspec.Struct, **opts):
                 pass
 
-            batch_opts: dict[str, Any] = {"omit_defaults": True}
-            if self.array_like:
-                batch_opts["array_like"] = True
-
-            class KVEventBatch(msgspec.Struct, **batch_opts):
+            class KVEventBatch(msgspec.Struct, array_like=True, omit_defaults=True):
                 ts: float
                 events: list[BlockStored | BlockRemoved | AllBlocksCleared]
                 data_parallel_rank: int | None = None
@@ -709,43 +749,84 @@ class KvEventPublisher:
             self._types = (BlockStored, BlockRemoved, AllBlocksCleared, KVEventBatch)
         return self._types
 
-    def publish(self, events: Sequence[Any]) -> None:
-        """Send one batch of schema structs (see :meth:`publish_sim_events`)."""
-        if self.paused or self._sock is None:
-            return
+    def encode(self, events: Sequence[Any]) -> bytes:
+        """One batch's payload."""
         import msgspec
 
-        batch = self._schema()[3](ts=time.time(), events=list(events))
-        payload = msgspec.msgpack.encode(batch)
+        batch = self._schema()[3](
+            ts=time.time(), events=list(events), data_parallel_rank=self.data_parallel_rank
+        )
+        return msgspec.msgpack.encode(batch)
+
+    def publish(self, events: Sequence[Any]) -> None:
+        """Send one batch of schema structs (see :meth:`publish_sim_events`)."""
+        self.send_raw(self.encode(events))
+
+    def send_raw(self, payload: bytes, *, parts: Sequence[bytes] | None = None) -> None:
+        """Send ``payload`` as the next batch (or any ``parts``: a malformed message)."""
+        if self.paused or self._sock is None:
+            return
+        if parts is not None:
+            self._sock.send_multipart(list(parts))
+            return
         self._sock.send_multipart((self.topic.encode(), self._seq.to_bytes(8, "big"), payload))
         self._seq += 1
 
+    def restart(self) -> None:
+        """The server restarted: its sequence numbers start again at 0."""
+        self._seq = 0
+
     def publish_sim_events(
-        self, events: Sequence[tuple[Any, ...]], block_size: int, salt: str | None = None
+        self,
+        events: Sequence[tuple[Any, ...]],
+        block_size: int,
+        salt: str | None = None,
+        *,
+        lora: str | None = None,
     ) -> None:
-        """Publish a simulator's recorded events (one ``BlockStored`` per block, the
-        ``cache_salt`` in block 0's ``extra_keys``, as vLLM announces them)."""
+        """Publish a simulator's recorded events as vLLM 0.33 announces them (see the
+        class); nothing when there are none."""
         stored, removed, cleared = self._schema()[:3]
+        copies = 2 if self.duplicates else 1
         out: list[Any] = []
+        run: list[tuple[Any, ...]] = []  # consecutive stored blocks of one chain
+
+        def flush() -> None:
+            if not run:
+                return
+            extra = [
+                tuple(([lora] if lora else []) + ([salt] if e[2] is None and salt else [])) or None
+                for e in run
+            ]
+            for group in range(self.groups):
+                event = stored(
+                    block_hashes=[e[1] for e in run],
+                    parent_block_hash=run[0][2],
+                    token_ids=[t for e in run for t in e[3]],
+                    block_size=block_size,
+                    lora_id=1 if lora else None,
+                    medium=self.medium,
+                    lora_name=lora,
+                    extra_keys=extra if any(extra) else None,
+                    group_idx=group,
+                )
+                out.extend([event] * copies)
+            run.clear()
+
         for e in events:
             if e[0] == "stored":
-                _, h, parent, tokens = e
-                extra = [(salt,)] if parent is None and salt else None
-                out.append(
-                    stored(
-                        block_hashes=[h],
-                        parent_block_hash=parent,
-                        token_ids=list(tokens),
-                        block_size=block_size,
-                        lora_id=None,
-                        medium="GPU",
-                        extra_keys=extra,
-                    )
-                )
-            elif e[0] == "removed":
-                out.append(removed(block_hashes=[e[1]], medium="GPU"))
+                if run and e[2] != run[-1][1]:
+                    flush()
+                run.append(e)
+                continue
+            flush()
+            if e[0] == "removed":
+                for group in range(self.groups):
+                    event = removed(block_hashes=[e[1]], medium=self.medium, group_idx=group)
+                    out.extend([event] * copies)
             elif e[0] == "cleared":
                 out.append(cleared())
+        flush()
         if out:
             self.publish(out)
 

@@ -59,7 +59,9 @@ def test_fake_errors_have_vllms_current_shape() -> None:
         ({"stream_options": {"include_usage": True}}, "only be defined when `stream=True`"),
         ({"cache_salt": ""}, "non-empty string"),
         ({"cache_salt": 7}, "non-empty string"),
-        ({"cache_salt": "x" * 1025}, "non-empty string"),
+        ({"cache_salt": "x" * 129}, "at most 128 characters"),
+        ({"cache_salt": "tenant/a"}, "must not contain"),
+        ({"cache_salt": "a@b"}, "must not contain"),
     ],
 )
 def test_fake_validates_like_vllm(extra: dict[str, Any], message: str) -> None:

@@ -149,7 +149,7 @@ def test_usage_counts_and_sse_sniffing() -> None:
 def test_vllm_command_has_the_flags_and_reasons() -> None:
     text = vllm_command("Qwen/Qwen2.5-7B-Instruct", gpus=2, max_model_len=8192)
     for flag in (
-        "PYTHONHASHSEED=0 vllm serve Qwen/Qwen2.5-7B-Instruct",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct",
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",
         "--gpu-memory-utilization 0.90",
@@ -161,7 +161,15 @@ def test_vllm_command_has_the_flags_and_reasons() -> None:
     assert "--enable-force-include-usage" not in text
     assert "--block-size" not in text
     assert "--block-size 64" in vllm_command("m", block_size=64)
-    comments = [line for line in text.splitlines() if line.startswith("#")]
+    # the seed and hash algorithm are not needed (sha256 has a fixed seed; the router
+    # keys blocks by tokens); the KV-event publisher is, with the version checked
+    assert "PYTHONHASHSEED" not in text and "sha256_cbor" not in text
+    assert text.splitlines()[0] == "## flags checked against vLLM 0.33.0"
+    config = '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557"'
+    assert f"--kv-events-config '{config}" in text
+    assert '"replay_endpoint":"tcp://*:5558"' in vllm_command("m", kv_replay_port=5558)
+    assert "--kv-events-config" not in vllm_command("m", kv_events_port=None)
+    comments = [line for line in text.splitlines() if line.startswith("# ")]
     assert len(comments) == len(vllm_flags("m", gpus=2, max_model_len=8192))
     assert all(len(c.split(None, 2)) == 3 for c in comments)  # every flag has a reason
     assert "--tensor-parallel-size" not in vllm_command("m")
