@@ -202,9 +202,9 @@ def _reversals(only_q: set[str], only_c: set[str]) -> list[tuple[str, str]]:
             by_stem[(prefix, stem)] = y
     for x in sorted(only_q):
         for prefix, stem in _stems(x):
-            y = by_stem.get((_OPPOSITE[prefix], stem))
-            if y is not None:
-                found.append((x, y))
+            match = by_stem.get((_OPPOSITE[prefix], stem))
+            if match is not None:
+                found.append((x, match))
     for side, other, flip in ((only_q, only_c, False), (only_c, only_q, True)):
         for x in sorted(side):
             if "-" not in x and not x.startswith("non"):

@@ -966,8 +966,8 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         query, candidate = _uncapitalized(query), _uncapitalized(candidate)
     q, c = _tokenize(query), _tokenize(candidate)
     diffs: list[Difference] = []
-    for kind, q_side, c_side in frame_differences([t.low for t in q], [t.low for t in c]):
-        diffs.append(_diff(kind, q_side, c_side))
+    for kind, q_words, c_words in frame_differences([t.low for t in q], [t.low for t in c]):
+        diffs.append(_diff(kind, q_words, c_words))
     diffs += _match_acronyms(q, c)
     diffs += _match_acronyms(c, q)
     diffs += _compare_numbers(q, c)
