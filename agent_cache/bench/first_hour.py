@@ -365,11 +365,25 @@ def _run_child(kind: str, args: dict[str, Any], timeout: float = 900) -> dict[st
 
 
 # ---------------------------------------------------------------------------- 1. install
+#: what the wheel is built from (copied, so the build leaves nothing in the repository)
+_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "agent_cache", "integrations")
+
+
+def _clean_env() -> dict[str, str]:
+    """This environment without what would let a fresh venv see the repository or the
+    dev venv (``PYTHONPATH``: pip would take the repository for an installed agent-cache)."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def _pip(python: Path, *argv: str, log_file: Path) -> tuple[int, float]:
     t = time.perf_counter()
     with open(log_file, "a", encoding="utf-8") as fh:
         rc = subprocess.run(
-            [str(python), "-m", "pip", *argv], stdout=fh, stderr=subprocess.STDOUT
+            [str(python), "-m", "pip", *argv],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=_clean_env(),
         ).returncode
     return rc, time.perf_counter() - t
 
@@ -396,7 +410,7 @@ def _install_one(
     slug = extra or "core"
     venv, log_file = tmp / f"venv-{slug}", tmp / f"pip-{slug}.log"
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=_clean_env())
     venv_s = time.perf_counter() - t
     python = venv / "bin" / "python"
     target = f"{wheel}[{extra}]" if extra else str(wheel)
@@ -425,7 +439,7 @@ def _install_one(
         return row
     listing = subprocess.run(
         [str(python), "-m", "pip", "list", "--format=json"],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=_clean_env(),
     ).stdout  # fmt: skip
     names = [normalize(p["name"]) for p in json.loads(listing)]
     site = next((venv / "lib").glob("python*/site-packages"))
@@ -446,11 +460,19 @@ def _install_one(
 
 def _bench_install(repo: Path, tmp: Path, log: Callable[[str], None]) -> dict[str, Any]:
     constraints = repo / "constraints.txt"
-    wheels = tmp / "wheel"
+    wheels, source = tmp / "wheel", tmp / "source"
+    source.mkdir(parents=True)
+    for name in _SOURCES:
+        if (repo / name).is_dir():
+            shutil.copytree(
+                repo / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        elif (repo / name).is_file():
+            shutil.copy2(repo / name, source / name)
     t = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", str(repo), "-w", str(wheels)],
-        capture_output=True, text=True,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", str(source), "-w", str(wheels)],
+        capture_output=True, text=True, env=_clean_env(),
     )  # fmt: skip
     wheel_s = time.perf_counter() - t
     if proc.returncode != 0:
@@ -496,7 +518,8 @@ def _render_install(inst: dict[str, Any] | None) -> list[str]:
         return ["**Install**: not measured in this run (`--skip-install`).", ""]
     pip_versions = sorted({r["pip"] for r in inst["rows"] if "pip" in r})
     out = [
-        f"**Install** (the repository built once as a wheel, `pip wheel --no-deps .`: "
+        f"**Install** (the repository built once as a wheel, `pip wheel --no-deps` on a copy "
+        f"of its sources: "
         f"{inst['wheel']}, {inst['wheel_mb']:.2f} MB, {inst['wheel_s']:.0f} s; then for each "
         "set a fresh `python -m venv` in a temporary directory and `pip install -c "
         "constraints.txt WHEEL[extra]`, pip "
