@@ -155,6 +155,15 @@ def test_verdicts_say_which_targets_are_met() -> None:
     assert "at the start 3 " in good and "once per process): met." in good
     assert "40.0 ms (target < 150 ms): met" in good
     assert "7.50 ms (target ~8 ms): met" in good
+    assert "the busy machine" not in good and "slower per question" not in good
+    slow = _results()
+    slow["lookup"]["p50_ms"] = 40.0
+    slow["embed"]["p50_ms"].update(onnx=20.0, torch=200.0)
+    slow["embed"]["p50_ms"]["torch-1"] = 50.0
+    said = " ".join(fh.verdicts(slow))
+    assert "40.00 ms (target ~8 ms): **not met**. One lookup embeds one question" in said
+    assert "took 20.0 ms p50" in said and "load up to 1.5 on 2 CPUs" in said
+    assert "torch on its default 2 threads is 4.0x slower per question" in said
     bad = " ".join(fh.verdicts(_results(growth=80.0, end_threads=5.0)))
     assert "+80.0 MB (target < 50 MB): **not met**" in bad
     assert "once per process): **not met**." in bad
