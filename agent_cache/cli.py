@@ -118,6 +118,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             embedder=args.embedder,
         )
         return 0
+    if args.suite == "first-hour":
+        from agent_cache.bench.first_hour import run_first_hour_bench
+
+        run_first_hour_bench(out=out, skip_install=args.skip_install, runs=args.runs)
+        return 0
     if args.suite != "core":
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
@@ -644,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "suite",
-        choices=["core", "prefix", "semantic", "latency", "backends"],
+        choices=["core", "prefix", "semantic", "latency", "backends", "first-hour"],
         help="which benchmark",
     )
     bench.add_argument(
@@ -709,6 +714,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--latency-pairs", type=int, default=2000, help="latency: QQP pairs per backend check"
+    )
+    bench.add_argument(
+        "--skip-install",
+        action="store_true",
+        help="first-hour: leave out the fresh-venv installs (they take minutes)",
+    )
+    bench.add_argument(
+        "--runs", type=int, default=5, help="first-hour: fresh processes per first-lookup path"
     )
     bench.set_defaults(func=_cmd_bench)
 
