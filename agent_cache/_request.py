@@ -15,6 +15,7 @@ from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, norma
 __all__ = [
     "Keys",
     "Request",
+    "check_name",
     "decode_record",
     "embedder_tag",
     "encode_record",
@@ -87,6 +88,20 @@ def _check_text(name: str, value: Any, *, limit: int | None = None) -> str:
     if limit is not None and size > limit:
         raise ConfigurationError(f"{name} is {size} bytes; the limit is {limit} (max_prompt_bytes)")
     return value
+
+
+def check_name(value: Any, what: str = "namespace", *, allow_none: bool = False) -> Any:
+    """A namespace (or tag) that reaches a backend filter: a non-empty, valid-Unicode str
+    (``None`` too where ``allow_none``: every namespace). Anything else, say a dict parsed
+    from a JSON body (``{"$ne": "x"}`` is an operator to Chroma), is a ConfigurationError
+    before any backend is called."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(
+            f"{what} must be a non-empty str, not {type(value).__name__} {value!r:.80}"
+        )
+    return _check_text(what, value)
 
 
 def check_tags(tags: Any) -> tuple[str, ...]:
