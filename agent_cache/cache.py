@@ -419,6 +419,7 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
+        exact: bool = True,
     ) -> str:
         """Store a JSON-serializable answer; returns its key.
 
@@ -429,12 +430,21 @@ class LayeredCache:
         ``usage_metadata``, or ``{"input": .., "output": ..}``) or one int (a total);
         ``verbatim`` as in :meth:`lookup`.
 
+        A response that would read back as something else is refused (``exact``): a
+        tuple (read back as a list), a non-``str`` mapping key (``{1: "a"}`` reads back
+        ``{"1": "a"}``), a subclass of ``str``/``int``/``float``/``dict``/``list`` (an
+        ``IntEnum`` reads back an ``int``). ``exact=False`` is for a codec's payload whose
+        decoder restores the value (JSON then normalizes those to plain types).
+
         Raises:
-            SerializationError: the response is not JSON-serializable (nothing written).
+            SerializationError: the response is not JSON-serializable, or would not
+                read back equal with equal types (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return run_sync(self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens))
+        return run_sync(
+            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
+        )
 
     async def astore(
         self,
@@ -449,11 +459,12 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
+        exact: bool = True,
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         return await run_async(
-            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens)
+            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
         )
 
     def store_many(

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import collections
+import enum
 import logging
 from typing import Any
 
 import pytest
 
 from agent_cache import LayeredCache
+from agent_cache.errors import SerializationError
 from agent_cache.keys import canonical_json
 from agent_cache.testing import HashEmbedder
 from agent_cache.tools import StepCache, ToolCache
@@ -100,3 +103,79 @@ async def test_async_tool_and_step_never_fail_for_their_key(cache: LayeredCache)
     assert await StepCache(cache).arun("plan", _nested(500), step) == "async step"
     assert await StepCache(cache).arun("plan", [object()], step) == "async step"
     assert cache.stats().counters["uncached_calls"] == 2
+
+
+# ---------------------------------------------------------------------- point 7
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Name(str):
+    pass
+
+
+INEXACT: list[Any] = [
+    {1: "a"},
+    {1: "int", "1": "str"},
+    {True: "t", None: "n"},
+    ("a", "tuple"),
+    {"nested": [1, ("t",)]},
+    Color.RED,
+    Name("a str subclass"),
+    {"k": Color.RED},
+    collections.OrderedDict(a=1),
+]
+
+
+@pytest.mark.parametrize("value", INEXACT, ids=repr)
+def test_a_value_that_reads_back_different_is_returned_not_stored(
+    cache: LayeredCache, value: Any
+) -> None:
+    calls: list[int] = []
+
+    def compute() -> Any:
+        calls.append(1)
+        return value
+
+    first = cache.get_or_compute("what is the value?", compute)
+    second = cache.get_or_compute("what is the value?", compute)
+    assert first is value and second is value  # the caller's value, each time
+    assert len(calls) == 2  # never served from the cache as something else
+    assert cache.lookup("what is the value?") is None
+    counters = cache.stats().counters
+    assert counters["not_stored"] == 2 and counters["not_exact"] == 2
+
+
+@pytest.mark.parametrize("value", INEXACT, ids=repr)
+def test_store_refuses_a_value_that_reads_back_different(cache: LayeredCache, value: Any) -> None:
+    with pytest.raises(SerializationError, match="read back"):
+        cache.store("what is the value?", value)
+    assert cache.lookup("what is the value?") is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": [1, 2.5, None, True, "s", {"b": []}]}, [0], 0, -1.5, "x" * 10_000],
+    ids=repr,
+)
+def test_exact_json_values_read_back_equal_with_equal_types(
+    cache: LayeredCache, value: Any
+) -> None:
+    computed = cache.get_or_compute(f"exact {value!r:.30}", lambda: value)
+    hit = cache.get_or_compute(f"exact {value!r:.30}", lambda: pytest.fail("not cached"))
+    assert computed == hit and _types(computed) == _types(hit)
+
+
+def _types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {(type(k), k): _types(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_types(v) for v in value]
+    return type(value)
+
+
+def test_a_tool_result_tuple_is_returned_as_a_tuple(cache: LayeredCache) -> None:
+    tools = ToolCache(cache)
+    for _ in range(2):
+        result = tools.call("pair", {"x": 1}, lambda x: (x, "one"))
+        assert result == (1, "one") and type(result) is tuple
