@@ -392,6 +392,8 @@ def record_mismatch(record: Mapping[str, Any], key: str, req: Request | None) ->
     prompt = record.get("p")
     if not isinstance(prompt, str):
         return "prompt"
+    if prompt == req.prompt:
+        return None  # the common case: no second normalization
     stored = prompt if req.verbatim else normalize(prompt, casefold=req.casefold)
     return None if stored == req.normalized else "prompt"
 
