@@ -42,7 +42,7 @@ from agent_cache._lookup import Reader
 from agent_cache._settings import Settings
 from agent_cache._write import Writer
 from agent_cache.degrade import ModelGate, NegativeCache, Overloaded, looks_refused
-from agent_cache.errors import AgentCacheError, ConfigurationError
+from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import digest
 from agent_cache.policy import is_cacheable
 from agent_cache.savings import usage_from
@@ -190,6 +190,7 @@ class Fetcher:
         self._background = _Background()
         self._failed = failed
         self._refreshing: set[str] = set()
+        self._inexact: set[str] = set()  # namespaces already warned of an inexact value
         self._refresh_lock = threading.Lock()
 
     def fetch_flow(self, plan: Plan) -> Flow[Fetched]:
@@ -252,7 +253,9 @@ class Fetcher:
                 yield Op(self.gate, "release", (ticket,))
         return (yield from self.settle_flow(plan, started, value))
 
-    def settle_flow(self, plan: Plan, started: float, value: Any) -> Flow[Any]:
+    def settle_flow(
+        self, plan: Plan, started: float, value: Any, *, joined: bool = False
+    ) -> Flow[Any]:
         """After a model call (a whole answer, or a stream's joined one): its record,
         the codec's payload, a negative entry for a refusal, else the write-back (unless
         ``no_store``)."""
@@ -262,9 +265,12 @@ class Fetcher:
             return value
         refused = self._remember_negative(plan.flight_key, payload, value)
         if plan.policy not in ("no_store", "bypass") and is_cacheable(payload) and not refused:
-            try:
+            own = plan.codec.encode is None and not joined  # the caller's own value
+            if own and not self._reads_back(plan, payload):
+                return value
+            try:  # checked above, or a codec's (or a stream's join's) payload
                 yield from self._writer.store_flow(
-                    plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n
+                    plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n, exact=False
                 )
             except AgentCacheError as exc:  # the paid answer is returned all the same
                 self._stats.incr("errors")
@@ -272,6 +278,27 @@ class Fetcher:
                     "agent-cache could not store a computed answer (returned anyway): %s", exc
                 )
         return value
+
+    def _reads_back(self, plan: Plan, payload: Any) -> bool:
+        """Whether the computed value (no codec) reads back from its record equal, with
+        equal types (:func:`agent_cache._request.check_exact`); else it is returned, not stored:
+        counted (``not_stored`` and ``not_exact``), warned once per namespace."""
+        try:
+            rq.check_exact(payload)
+        except SerializationError as exc:
+            if not getattr(exc, "inexact", False):
+                return True  # not JSON at all: the write refuses it (counted as an error)
+            ns = plan.req.namespace
+            self._stats.incr("not_stored", namespace=ns)
+            self._stats.incr("not_exact", namespace=ns)
+            with self._refresh_lock:
+                first = ns not in self._inexact
+                self._inexact.add(ns)
+            (log.warning if first else log.debug)(
+                "agent-cache: a computed answer in %r was returned, not stored: %s", ns, exc
+            )
+            return False
+        return True
 
     # ------------------------------------------------------------------ the codec
     def _encoded(self, plan: Plan, value: Any) -> Any:

@@ -107,7 +107,7 @@ class Explanation:
 
 
 def hit_from_record(
-    raw: str,
+    raw: str | dict[str, Any],
     layer: str,
     score: float | None,
     key: str,
@@ -115,8 +115,9 @@ def hit_from_record(
     *,
     similarity: float | None = None,
 ) -> CacheHit:
-    """A stored record (:func:`agent_cache._request.encode_record`) as a hit."""
-    record = rq.decode_record(raw, key)
+    """A stored record (:func:`agent_cache._request.encode_record`, or its decoded
+    dict) as a hit."""
+    record = rq.decode_record(raw, key) if isinstance(raw, str) else raw
     try:
         usage = usage_from(record.get("t"))
     except ConfigurationError:  # a record another writer filled oddly: estimate

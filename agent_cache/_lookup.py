@@ -11,6 +11,7 @@ the best candidate whose entry is still live. Everything here is a flow
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,8 @@ __all__ = ["POLICIES", "Reader"]
 
 POLICIES = ("use", "bypass", "no_store", "refresh")
 
+log = logging.getLogger("agent_cache")
+
 
 class Reader:
     """The read path of one cache (see the module docstring)."""
@@ -54,6 +57,7 @@ class Reader:
         self._rng = rng
         self._failed = failed
         self._identity: tuple[object, str] | None = None  # (embedder, its identity)
+        self._mismatch_warned = False
 
     def vector_scope(self, keys: rq.Keys, vector: Any) -> str:
         """The scope ``vector`` (made by this cache's embedder) is stored and searched
@@ -131,8 +135,12 @@ class Reader:
             tracing.annotate(sp, outcome="miss" if raw is None else HIT)
         if raw is not None:
             layer = "template" if keys.template else "exact"
-            hit = hit_from_record(raw, layer, None, keys.primary, req.namespace)
-            return Outcome(hit, keys.exact)
+            record = yield from self._verified_flow(
+                raw, keys.primary, None if keys.template else req, req.namespace
+            )
+            if record is not None:
+                hit = hit_from_record(record, layer, None, keys.primary, req.namespace)
+                return Outcome(hit, keys.exact)
         if not self.semantic_on(req):
             return Outcome(None, keys.exact)
         with tracing.span("semantic", namespace=req.namespace) as sp:
@@ -167,8 +175,11 @@ class Reader:
             if raw is None:  # expired, evicted or invalidated: drop the stale vector
                 yield Op(self._b.vectors, "delete", ([v.candidate.id],))
                 continue
+            record = yield from self._verified_flow(raw, v.candidate.key, None, req.namespace)
+            if record is None:
+                continue
             hit = hit_from_record(
-                raw,
+                record,
                 "semantic",
                 v.score,
                 v.candidate.key,
@@ -178,6 +189,29 @@ class Reader:
             return Outcome(hit, keys.exact, query=req.prompt)
         explore = yield from self._trust.explore_flow(req, verdicts, now)
         return Outcome(None, keys.exact, query=req.prompt, explore=explore, refused=refused)
+
+    def _verified_flow(
+        self, raw: str, key: str, req: rq.Request | None, namespace: str
+    ) -> Flow[dict[str, Any] | None]:
+        """The decoded record read under ``key``, or ``None`` when it is not the one
+        written there (:func:`agent_cache._request.record_mismatch`: a restored or
+        mixed-up database): never served, counted (``record_mismatch``), evicted with
+        its vector; warned once per cache, at debug level after."""
+        record = rq.decode_record(raw, key)
+        why = rq.record_mismatch(record, key, req)
+        if why is None:
+            return record
+        self._stats.incr("record_mismatch", namespace=namespace)
+        first, self._mismatch_warned = not self._mismatch_warned, True
+        (log.warning if first else log.debug)(
+            "agent-cache: the record under %s is not the one written there (its %s "
+            "differs: a restored or mixed-up store?); evicted, served as a miss",
+            key,
+            why,
+        )
+        yield Op(self._b.vectors, "delete", ([key],))
+        yield Op(self._b.kv, "delete", ([key],))
+        return None
 
     def verdicts_flow(
         self, req: rq.Request, matches: Sequence[VectorMatch]
@@ -279,4 +313,7 @@ class Reader:
         except Exception as exc:
             self._failed(exc, "lookup")
             return None
+        if rq.record_mismatch(record, key, None if req.template else req) is not None:
+            self._stats.incr("record_mismatch", namespace=req.namespace)
+            return None  # the lookup that follows evicts it
         return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)

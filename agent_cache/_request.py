@@ -15,11 +15,13 @@ from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, norma
 __all__ = [
     "Keys",
     "Request",
+    "check_name",
     "decode_record",
     "embedder_tag",
     "encode_record",
     "entry_scope",
     "prepare",
+    "record_mismatch",
     "vector_scope",
     "version_counter",
 ]
@@ -42,6 +44,7 @@ class Request:
     context_hash: str
     template: tuple[str, str] | None  # (template name, canonical parameters)
     verbatim: bool = False  # keyed on the prompt exactly as given (tool arguments)
+    casefold: bool = True  # how ``normalized`` was made from ``prompt``
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,20 @@ def _check_text(name: str, value: Any, *, limit: int | None = None) -> str:
     if limit is not None and size > limit:
         raise ConfigurationError(f"{name} is {size} bytes; the limit is {limit} (max_prompt_bytes)")
     return value
+
+
+def check_name(value: Any, what: str = "namespace", *, allow_none: bool = False) -> Any:
+    """A namespace (or tag) that reaches a backend filter: a non-empty, valid-Unicode str
+    (``None`` too where ``allow_none``: every namespace). Anything else, say a dict parsed
+    from a JSON body (``{"$ne": "x"}`` is an operator to Chroma), is a ConfigurationError
+    before any backend is called."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(
+            f"{what} must be a non-empty str, not {type(value).__name__} {value!r:.80}"
+        )
+    return _check_text(what, value)
 
 
 def check_tags(tags: Any) -> tuple[str, ...]:
@@ -174,6 +191,7 @@ def prepare(
         context_hash=context_hash(context),
         template=template,
         verbatim=verbatim,
+        casefold=casefold,
     )
 
 
@@ -236,17 +254,30 @@ def encode_record(
     created: float,
     tier: str,
     expires: float | None = None,
+    key: str | None = None,
 ) -> str:
     """The JSON record stored in the exact layer; never pickle.
 
     Refused with ``SerializationError`` (nothing is written): values JSON cannot hold
     (objects, NaN, infinity), text that is not valid Unicode (a lone surrogate, which no
-    store can encode) and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    store can encode) and nesting deeper than :data:`MAX_JSON_DEPTH`. Values that would
+    read back as something else are refused before, where the caller's own value is
+    stored (:func:`check_exact`); a codec's payload is its codec's to restore.
     """
     check_depth(response)
+    fields: dict[str, Any] = {
+        "p": prompt,
+        "r": response,
+        "t": tokens,
+        "c": created,
+        "tier": tier,
+        "x": expires,
+    }
+    if key is not None:
+        fields["k"] = key  # the key it is written under: a read checks it (record_mismatch)
     try:
         text = json.dumps(
-            {"p": prompt, "r": response, "t": tokens, "c": created, "tier": tier, "x": expires},
+            fields,
             ensure_ascii=False,
             allow_nan=False,
         )
@@ -270,7 +301,67 @@ def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
-def check_json(response: Any) -> None:
+_EXACT = frozenset({str, int, float, bool, type(None)})
+
+
+def check_exact(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse (``SerializationError``) a value that would not read back equal, with equal
+    types, from its JSON record: a tuple (read back as a list), a mapping key that is
+    not a ``str`` (``{1: "a"}`` reads back ``{"1": "a"}``, and ``{1: .., "1": ..}`` loses
+    one), a subclass of ``str``/``int``/``float``/``dict``/``list`` (an ``IntEnum``
+    reads back an ``int``), any other type; and nesting deeper than ``limit``. One
+    iterative walk over the value's containers (no second encoding)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    exact = _EXACT
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind in exact:
+            continue
+        if kind is dict or kind is list:
+            if depth > limit:
+                raise SerializationError(
+                    f"value is nested deeper than {limit} levels (MAX_JSON_DEPTH)"
+                )
+            if kind is dict:
+                for key in item:
+                    if type(key) is not str:
+                        raise _read_back_error(
+                            f"a mapping key {key!r:.60} ({type(key).__name__}) would read "
+                            "back as a str: only str keys are stored"
+                        )
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+            continue
+        raise _inexact(item)
+
+
+def _read_back_error(message: str) -> SerializationError:
+    """A JSON-encodable value that would read back different (``inexact = True``)."""
+    exc = SerializationError(message)
+    exc.inexact = True  # type: ignore[attr-defined]
+    return exc
+
+
+def _inexact(item: Any) -> SerializationError:
+    name = type(item).__name__
+    if isinstance(item, tuple):
+        return _read_back_error(f"a {name} would read back as a list: store a list")
+    for base in (int, float, str, dict, list):
+        if isinstance(item, base):
+            return _read_back_error(
+                f"a {name} (a {base.__name__} subclass) would read back as a plain "
+                f"{base.__name__}: store the {base.__name__}"
+            )
+    return SerializationError(f"response is not JSON-serializable: a {name}")
+
+
+def check_json(response: Any, *, exact: bool = True) -> None:
+    """Refuse (``SerializationError``) what :func:`encode_record` refuses and, with
+    ``exact``, what would not read back equal with equal types (:func:`check_exact`)."""
+    if exact:
+        check_exact(response)
     encode_record("", response, tokens=None, created=0.0, tier="")
 
 
@@ -282,6 +373,29 @@ def decode_record(raw: str, key: str) -> dict[str, Any]:
     if not isinstance(record, dict) or "r" not in record:
         raise SerializationError("corrupt cache record", key=key)
     return record
+
+
+def record_mismatch(record: Mapping[str, Any], key: str, req: Request | None) -> str | None:
+    """Why a record read under ``key`` is not the request's answer, or ``None``.
+
+    A record names the key it was written under (``"k"``: the hash of namespace,
+    version, model, template version, context and normalized prompt); a record under
+    another key (a restored or mixed-up database file) is refused. With ``req`` (an
+    exact hit) the stored prompt must also normalize to the request's: records written
+    before ``"k"`` existed, and by writers that do not set it, are checked that way.
+    """
+    written = record.get("k")
+    if written is not None and written != key:
+        return "key"
+    if req is None:
+        return None
+    prompt = record.get("p")
+    if not isinstance(prompt, str):
+        return "prompt"
+    if prompt == req.prompt:
+        return None  # the common case: no second normalization
+    stored = prompt if req.verbatim else normalize(prompt, casefold=req.casefold)
+    return None if stored == req.normalized else "prompt"
 
 
 def estimate_tokens(response: Any) -> int:

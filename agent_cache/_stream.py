@@ -264,7 +264,7 @@ class Streams:
             self._release_sync(rec)
             rec.value = value = self._joined(rec)
             try:
-                run_sync(self._fetcher.settle_flow(rec.plan, rec.started, value))
+                run_sync(self._fetcher.settle_flow(rec.plan, rec.started, value, joined=True))
             except Exception as exc:  # the answer was streamed; only its record is lost
                 self._unsettled(exc)
             finally:
@@ -297,7 +297,9 @@ class Streams:
             await self._release_async(rec)
             rec.value = value = self._joined(rec)
             try:
-                await run_async(self._fetcher.settle_flow(rec.plan, rec.started, value))
+                await run_async(
+                    self._fetcher.settle_flow(rec.plan, rec.started, value, joined=True)
+                )
             except Exception as exc:
                 self._unsettled(exc)
             finally:

@@ -92,6 +92,8 @@ class Trust:
         if raw is None:
             return None
         record = rq.decode_record(raw, best.candidate.key)
+        if rq.record_mismatch(record, best.candidate.key, None) is not None:
+            return None  # not the candidate's record: nothing to judge
         return Pending(
             req.namespace,
             req.prompt,

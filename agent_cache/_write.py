@@ -63,11 +63,16 @@ class Writer:
         self._failed = failed
         self._writes = itertools.count(1)
 
-    def admit(self, response: Any, tags: Iterable[str], ttl: Any, namespace: str) -> bool:
-        """Validate a write before anything is stored; False: not worth storing (counted)."""
+    def admit(
+        self, response: Any, tags: Iterable[str], ttl: Any, namespace: str, *, exact: bool = True
+    ) -> bool:
+        """Validate a write before anything is stored; False: not worth storing (counted).
+
+        ``exact``: the caller's own value, refused unless it reads back equal with equal
+        types (``False`` for a codec's payload, or a value already checked)."""
         rq.check_tags(tags)
         rq.check_ttl(ttl)
-        rq.check_json(response)  # SerializationError before anything is written
+        rq.check_json(response, exact=exact)  # SerializationError before anything is written
         if not is_cacheable(response):
             self._stats.incr("skipped_stores", namespace=namespace)
             return False
@@ -81,10 +86,11 @@ class Writer:
         ttl: float | None,
         tags: Iterable[str],
         tokens: int | Mapping[str, Any] | Usage | None,
+        exact: bool = True,
     ) -> Flow[str]:
         """One store, as :meth:`LayeredCache.store` describes it; returns the key."""
         tag_list = rq.check_tags(tags)
-        if not self.admit(response, tag_list, ttl, req.namespace):
+        if not self.admit(response, tag_list, ttl, req.namespace, exact=exact):
             return rq.keys_for(req, 0).primary
         try:
             with tracing.span("store", namespace=req.namespace):
@@ -116,6 +122,7 @@ class Writer:
             created=now,
             tier=tier,
             expires=expires,
+            key=keys.primary,
         )
         return record, expires
 

@@ -308,7 +308,7 @@ class LayeredCache:
     def threshold_for(self, namespace: str) -> float:
         """The similarity threshold in force for ``namespace`` (with ``max_error_rate``:
         the one the judged evidence supports)."""
-        return self._trust.threshold_for(namespace)
+        return self._trust.threshold_for(rq.check_name(namespace))
 
     def add_template(self, name: str, patterns: str | Sequence[str]) -> None:
         """Register a parameterized prompt: ``add_template("order", "status of order {id}")``."""
@@ -419,6 +419,7 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
+        exact: bool = True,
     ) -> str:
         """Store a JSON-serializable answer; returns its key.
 
@@ -429,12 +430,21 @@ class LayeredCache:
         ``usage_metadata``, or ``{"input": .., "output": ..}``) or one int (a total);
         ``verbatim`` as in :meth:`lookup`.
 
+        A response that would read back as something else is refused (``exact``): a
+        tuple (read back as a list), a non-``str`` mapping key (``{1: "a"}`` reads back
+        ``{"1": "a"}``), a subclass of ``str``/``int``/``float``/``dict``/``list`` (an
+        ``IntEnum`` reads back an ``int``). ``exact=False`` is for a codec's payload whose
+        decoder restores the value (JSON then normalizes those to plain types).
+
         Raises:
-            SerializationError: the response is not JSON-serializable (nothing written).
+            SerializationError: the response is not JSON-serializable, or would not
+                read back equal with equal types (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return run_sync(self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens))
+        return run_sync(
+            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
+        )
 
     async def astore(
         self,
@@ -449,11 +459,12 @@ class LayeredCache:
         tags: Iterable[str] = (),
         tokens: int | Mapping[str, Any] | Usage | None = None,
         verbatim: bool = False,
+        exact: bool = True,
     ) -> str:
         """Async twin of :meth:`store`."""
         req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
         return await run_async(
-            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens)
+            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
         )
 
     def store_many(
@@ -772,17 +783,21 @@ class LayeredCache:
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
-        return self.kv_store.incr(rq.version_counter(namespace))
+        return self.kv_store.incr(rq.version_counter(rq.check_name(namespace)))
 
     async def abump_version(self, namespace: str = "default") -> int:
-        return await run_async(_single(Op(self.kv_store, "incr", (rq.version_counter(namespace),))))
+        counter = rq.version_counter(rq.check_name(namespace))
+        return await run_async(_single(Op(self.kv_store, "incr", (counter,))))
 
     def clear(self, namespace: str | None = None) -> None:
-        """Remove every entry (of one namespace, or all)."""
+        """Remove every entry (of one namespace, or all: ``None``). A namespace that is
+        not a non-empty str is a ConfigurationError (nothing is deleted)."""
+        namespace = rq.check_name(namespace, allow_none=True)
         self.kv_store.clear(namespace)
         self.vector_store.clear(namespace)
 
     async def aclear(self, namespace: str | None = None) -> None:
+        namespace = rq.check_name(namespace, allow_none=True)
         await run_async(_single(Op(self.kv_store, "clear", (namespace,))))
         await run_async(_single(Op(self.vector_store, "clear", (namespace,))))
 
@@ -828,17 +843,19 @@ class LayeredCache:
             >>> hit = cache.lookup("how do I cancel my order?")  # doctest: +SKIP
             >>> cache.feedback(hit, correct=False)               # doctest: +SKIP
         """
-        run_sync(self._trust.feedback_flow(hit, correct, namespace or hit.namespace))
+        ns = rq.check_name(hit.namespace if namespace is None else namespace)
+        run_sync(self._trust.feedback_flow(hit, correct, ns))
 
     async def afeedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
         """Async twin of :meth:`feedback`."""
-        await run_async(self._trust.feedback_flow(hit, correct, namespace or hit.namespace))
+        ns = rq.check_name(hit.namespace if namespace is None else namespace)
+        await run_async(self._trust.feedback_flow(hit, correct, ns))
 
     def error_estimate(self, namespace: str = "default") -> dict[str, float | int]:
         """The judged evidence at or above ``namespace``'s threshold: ``judged``,
         ``wrong``, ``wrong_rate``, ``upper_bound`` (one-sided 95 % Wilson) and the
         ``threshold`` the evidence supports."""
-        return self._bound.estimate(namespace)
+        return self._bound.estimate(rq.check_name(namespace))
 
     def explain(
         self,

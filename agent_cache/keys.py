@@ -9,11 +9,12 @@ the same key by concatenation (``("foo", "ab")`` vs ``("fooa", "b")``).
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
 from agent_cache.errors import ConfigurationError
@@ -61,20 +62,77 @@ def digest(*fields: str) -> str:
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace; floats equal to ints are written as ints."""
+    """JSON with sorted keys and no whitespace; floats equal to ints are written as ints.
 
-    def fix(v: Any) -> Any:
-        if isinstance(v, bool) or v is None or isinstance(v, str | int):
-            return v
-        if isinstance(v, float):
-            return int(v) if v.is_integer() else v
-        if isinstance(v, Mapping):
-            return {str(k): fix(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [fix(x) for x in v]
-        raise ConfigurationError(f"cannot canonicalize value of type {type(v).__name__}")
+    Built iteratively, so any depth of nesting is fine (no ``RecursionError``): the text
+    is the one ``json.dumps(..., sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` writes for the value with its mapping keys made ``str(key)``
+    and its tuples lists (keys built before this did not change). A value that contains
+    itself, or a type JSON has no form for, is a ``ConfigurationError``.
+    """
+    out: list[str] = []
+    # the work left, last first: a value to write, or (_TEXT, text) / (_LEAVE, id, text)
+    stack: list[Any] = [value]
+    inside: set[int] = set()  # the containers being written (a cycle is refused)
+    while stack:
+        v = stack.pop()
+        if type(v) is tuple and v and v[0] is _TEXT:
+            out.append(v[1])
+            continue
+        if type(v) is tuple and v and v[0] is _LEAVE:
+            inside.discard(v[1])
+            out.append(v[2])
+            continue
+        v = v[1] if type(v) is tuple and v and v[0] is _VALUE else v
+        if v is None:
+            out.append("null")
+        elif v is True:
+            out.append("true")
+        elif v is False:
+            out.append("false")
+        elif isinstance(v, str):
+            out.append(_encode_str(v))
+        elif isinstance(v, int):
+            out.append(int.__repr__(v))
+        elif isinstance(v, float):
+            out.append(_float_text(v))
+        elif isinstance(v, Mapping | list | tuple):
+            if id(v) in inside:
+                raise ConfigurationError("cannot canonicalize a value that contains itself")
+            inside.add(id(v))
+            if isinstance(v, Mapping):
+                items = sorted({str(k): x for k, x in v.items()}.items())
+                open_, close = "{", "}"
+                parts: list[Any] = []
+                for i, (k, x) in enumerate(items):
+                    parts.append((_TEXT, ("," if i else "") + _encode_str(k) + ":"))
+                    parts.append((_VALUE, x))
+            else:
+                open_, close = "[", "]"
+                parts = []
+                for i, x in enumerate(v):
+                    if i:
+                        parts.append((_TEXT, ","))
+                    parts.append((_VALUE, x))
+            out.append(open_)
+            stack.append((_LEAVE, id(v), close))
+            stack.extend(reversed(parts))
+        else:
+            raise ConfigurationError(f"cannot canonicalize value of type {type(v).__name__}")
+    return "".join(out)
 
-    return json.dumps(fix(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+_TEXT, _LEAVE, _VALUE = object(), object(), object()  # markers of canonical_json's stack
+
+
+def _float_text(v: float) -> str:
+    if v.is_integer():
+        return int.__repr__(int(v))
+    if v != v:
+        return "NaN"
+    if v in (math.inf, -math.inf):
+        return "Infinity" if v > 0 else "-Infinity"
+    return float.__repr__(v)
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -5,6 +5,10 @@ arguments (key order, JSON whitespace and ``1`` vs ``1.0`` don't matter), exact 
 only. Arguments are data: the canonical JSON is the key *verbatim*, never case-folded or
 whitespace-collapsed (``read_file("/data/Report.txt")`` is not ``/data/report.txt``);
 pass ``normalize_args=True`` to opt in to the prompt normalization instead.
+A call whose key cannot be built (arguments nested too deep for the store, over
+``max_prompt_bytes``, text that is not valid Unicode, a value JSON has no form for) runs
+the tool uncached: counted in ``stats().counters["uncached_calls"]``, logged once per tool
+or step; the cache never makes the call fail.
 ``StepCache`` reuses an intermediate step's output (a plan, a query decomposition) for the
 same input, or with ``semantic=True`` for a paraphrased one.
 """
@@ -12,9 +16,12 @@ same input, or with ``semantic=True`` for a paraphrased one.
 from __future__ import annotations
 
 import functools
+import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from agent_cache import _request as rq
 from agent_cache.cache import LayeredCache
 from agent_cache.errors import ConfigurationError
 from agent_cache.keys import canonical_json
@@ -23,11 +30,48 @@ __all__ = ["StepCache", "ToolCache"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+log = logging.getLogger("agent_cache")
 
-def _canonical_args(args: Mapping[str, Any]) -> str:
+
+def _check_args(args: Any) -> Mapping[str, Any]:
     if not isinstance(args, Mapping):
         raise ConfigurationError("tool arguments must be a mapping of name to value")
-    return canonical_json(dict(args))
+    return args
+
+
+class _Keys:
+    """Builds a call's prompt (its key text); ``None`` when it cannot be built: the call
+    then runs uncached, counted and logged once per tool or step."""
+
+    def __init__(self, cache: LayeredCache, namespace: str) -> None:
+        self.cache = cache
+        self.namespace = rq.check_name(namespace)
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def prompt(
+        self, build: Callable[[], str], llm_string: str, namespace: str, verbatim: bool
+    ) -> str | None:
+        try:
+            prompt = build()
+            # the checks get_or_compute makes (size, Unicode), so none fails there
+            self.cache._prepare(prompt, llm_string, namespace, None, "", verbatim)
+        except Exception as exc:  # noqa: BLE001 - never the call's failure
+            self._uncached(llm_string, namespace, exc)
+            return None
+        return prompt
+
+    def _uncached(self, llm_string: str, namespace: str, exc: Exception) -> None:
+        self.cache.recorder.incr("uncached_calls", namespace=namespace)
+        with self._lock:
+            first = llm_string not in self._warned
+            self._warned.add(llm_string)
+        (log.warning if first else log.debug)(
+            "agent-cache: no key for a call of %s (run uncached): %s: %.200s",
+            llm_string,
+            type(exc).__name__,
+            exc,
+        )
 
 
 class ToolCache:
@@ -55,6 +99,7 @@ class ToolCache:
         self.ttl = ttl
         self.namespace = namespace
         self.normalize_args = normalize_args
+        self._keys = _Keys(cache, namespace)
 
     def _ids(self, tool: str, version: str) -> str:
         if not isinstance(tool, str) or not tool:
@@ -76,10 +121,17 @@ class ToolCache:
         """Return ``fn(**args)``, cached. Exceptions propagate and are never cached;
         ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute` (the tool's
         output object to its stored JSON, or ``NOT_STORED``, and back)."""
+        llm_string = self._ids(tool, version)
+        args = _check_args(args)
+        prompt = self._keys.prompt(
+            lambda: canonical_json(dict(args)), llm_string, self.namespace, not self.normalize_args
+        )
+        if prompt is None:
+            return fn(**args)
         return self.cache.get_or_compute(
-            _canonical_args(args),
+            prompt,
             lambda: fn(**args),
-            llm_string=self._ids(tool, version),
+            llm_string=llm_string,
             namespace=self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
@@ -101,10 +153,17 @@ class ToolCache:
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`call`."""
+        llm_string = self._ids(tool, version)
+        args = _check_args(args)
+        prompt = self._keys.prompt(
+            lambda: canonical_json(dict(args)), llm_string, self.namespace, not self.normalize_args
+        )
+        if prompt is None:
+            return await fn(**args)
         return await self.cache.aget_or_compute(
-            _canonical_args(args),
+            prompt,
             lambda: fn(**args),
-            llm_string=self._ids(tool, version),
+            llm_string=llm_string,
             namespace=self.namespace,
             ttl=ttl if ttl is not None else self.ttl,
             tags=tags,
@@ -129,6 +188,7 @@ class StepCache:
         self.cache = cache
         self.ttl = ttl
         self.namespace = namespace
+        self._keys = _Keys(cache, namespace)
 
     # ``namespace`` is exact-only in LayeredCache's defaults; semantic steps use
     # ``f"{namespace}-semantic"`` so that canonical JSON inputs are never embedded.
@@ -154,11 +214,20 @@ class StepCache:
     ) -> Any:
         """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``;
         ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute`."""
+        llm_string = f"step:{name}@{version}"
+        namespace = f"{self.namespace}-semantic" if semantic else self.namespace
+        if semantic and not isinstance(value, str):
+            raise ConfigurationError("a semantic step needs a str input")
+        prompt = self._keys.prompt(
+            lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
+        )
+        if prompt is None:
+            return fn(value)
         return self.cache.get_or_compute(
-            self._prompt(value, semantic),
+            prompt,
             lambda: fn(value),
-            llm_string=f"step:{name}@{version}",
-            namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
+            llm_string=llm_string,
+            namespace=namespace,
             ttl=ttl if ttl is not None else self.ttl,
             verbatim=not semantic,
             encode=encode,
@@ -178,11 +247,20 @@ class StepCache:
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`run`."""
+        llm_string = f"step:{name}@{version}"
+        namespace = f"{self.namespace}-semantic" if semantic else self.namespace
+        if semantic and not isinstance(value, str):
+            raise ConfigurationError("a semantic step needs a str input")
+        prompt = self._keys.prompt(
+            lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
+        )
+        if prompt is None:
+            return await fn(value)
         return await self.cache.aget_or_compute(
-            self._prompt(value, semantic),
+            prompt,
             lambda: fn(value),
-            llm_string=f"step:{name}@{version}",
-            namespace=f"{self.namespace}-semantic" if semantic else self.namespace,
+            llm_string=llm_string,
+            namespace=namespace,
             ttl=ttl if ttl is not None else self.ttl,
             verbatim=not semantic,
             encode=encode,

@@ -346,6 +346,8 @@ class RedisStore:
 
         Counters are kept.
         """
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise ConfigurationError(f"namespace must be a non-empty str, not {namespace!r:.80}")
         with self._errors("clear"):
             if namespace is not None:
                 return self._clear_namespace(namespace)

@@ -80,6 +80,33 @@ class _Local(threading.local):
     pid: int = -1
 
 
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """``database disk image is malformed`` (SQLITE_CORRUPT) or ``file is not a
+    database`` (SQLITE_NOTADB): the file's fault, not a passing condition."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (11, 26)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def _intact(path: Path) -> bool:
+    """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact)."""
+    if not path.exists():
+        return True
+    try:
+        conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error:
+        return False
+    try:
+        rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+        return [tuple(r) for r in rows] == [("ok",)]
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
 class SQLiteStore:
     """A store in one SQLite file, shared safely by threads and processes.
 
@@ -94,9 +121,10 @@ class SQLiteStore:
     Counters survive :meth:`clear` (namespace versions live there and must only grow).
     Every ``sqlite3.Error`` is raised as :class:`~agent_cache.errors.BackendError`.
     A file that is not a SQLite database, or a corrupt one, is found when the first
-    connection opens: with ``on_corrupt="raise"`` it is a ``BackendError`` naming the file
-    (with ``fatal = True``: :class:`~agent_cache.LayeredCache` raises it instead of
-    serving misses); with ``on_corrupt="rebuild"`` the file is moved aside
+    connection opens or by any read or write that meets a corrupt page: with
+    ``on_corrupt="raise"`` it is a ``BackendError`` naming the file (with
+    ``fatal = True``: :class:`~agent_cache.LayeredCache` raises it instead of serving
+    misses); with ``on_corrupt="rebuild"`` the file is moved aside
     (``<name>.corrupt-<time>``) with a warning and an empty database takes its place.
 
     Args:
@@ -535,6 +563,8 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.Error as exc:
+            if _is_corrupt(exc):  # found by a read or write, not at open: on_corrupt
+                raise self._corrupt_error(exc, op, key) from exc
             raise BackendError(
                 f"SQLite {op} failed on {str(self._path)!r}: {exc}", layer="exact", key=key
             ) from exc
@@ -574,6 +604,35 @@ class SQLiteStore:
                 raise error from exc
             self._move_aside(exc)
             return self._open(local, pid)
+
+    def _corrupt_error(self, exc: sqlite3.Error, op: str, key: str | None) -> BackendError:
+        """A corrupt page met by ``op``. ``on_corrupt="raise"``: a fatal ``BackendError``
+        naming the file (the cache raises it, never serves misses from a corrupt file).
+        ``"rebuild"``: the file is moved aside (if it still fails an integrity check under
+        the first-open lock: another process may have rebuilt it already) and every
+        connection reopens on an empty one; this call is a (non-fatal) failure."""
+        if self.on_corrupt == "raise":
+            error = BackendError(
+                f"the SQLite file {str(self._path)!r} is corrupt ({exc}, found by {op}); "
+                "move it aside, or pass on_corrupt='rebuild'",
+                layer="exact",
+                key=key,
+            )
+            error.fatal = True  # type: ignore[attr-defined]
+            return error
+        try:
+            self.close()  # every thread reopens on what the path holds after this
+            with _open_guard.first_open_lock(self._path):
+                if not _intact(self._path):
+                    self._move_aside(exc)
+        except (OSError, sqlite3.Error) as failed:
+            log.warning("agent-cache: could not rebuild %r: %s", str(self._path), failed)
+        return BackendError(
+            f"SQLite {op} failed on {str(self._path)!r}: {exc} (on_corrupt='rebuild': "
+            "moved aside, starting empty)",
+            layer="exact",
+            key=key,
+        )
 
     def _move_aside(self, cause: Exception) -> None:
         aside = self._path.with_name(f"{self._path.name}.corrupt-{int(time.time())}")

@@ -407,7 +407,10 @@ class ChromaVectorStore:
             self._run("delete", delete)
 
     def clear(self, namespace: str | None = None) -> None:
-        """Remove everything, or only vectors whose metadata ``namespace`` matches."""
+        """Remove everything, or only vectors whose metadata ``namespace`` matches (a
+        non-empty str: anything else, e.g. ``{"$ne": ...}``, would be a Chroma operator)."""
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise ConfigurationError(f"namespace must be a non-empty str, not {namespace!r:.80}")
 
         def clear(collection: Any) -> None:
             if namespace is not None:

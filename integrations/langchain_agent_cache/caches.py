@@ -560,6 +560,7 @@ class AgentCache(BaseCache):
         self.layered.store(
             plan.question, record, plan.llm_string, self.namespace, context=plan.context,
             ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
+            exact=False,  # the codec's payload: its decoder restores the generations
         )  # fmt: skip
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
@@ -576,6 +577,7 @@ class AgentCache(BaseCache):
         await self.layered.astore(
             plan.question, record, plan.llm_string, self.namespace, context=plan.context,
             ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
+            exact=False,  # the codec's payload: its decoder restores the generations
         )  # fmt: skip
 
     def clear(self, **kwargs: Any) -> None:

@@ -82,6 +82,37 @@ class TenantWalls:
         assert cache.lookup(Q, namespace="A") is None
         _intact(cache)
 
+    @pytest.mark.parametrize(
+        "hostile",
+        [{"$ne": "tenant-zzz"}, {"$in": ["A", "B"]}, ["A"], 0, b"A", ""],
+        ids=["ne", "in", "list", "int", "bytes", "empty"],
+    )
+    async def test_a_namespace_that_is_not_a_str_deletes_nothing(
+        self, make: Make, hostile: object
+    ) -> None:
+        """A tenant id parsed from a JSON body may be a dict: a Chroma operator."""
+        cache = make()
+        _fill(cache)
+        exact, vectors = cache.entry_counts()["exact"], cache.vector_store.count()
+        calls = [
+            lambda: cache.clear(hostile),  # type: ignore[arg-type]
+            lambda: cache.bump_version(hostile),  # type: ignore[arg-type]
+            lambda: cache.error_estimate(hostile),  # type: ignore[arg-type]
+            lambda: cache.threshold_for(hostile),  # type: ignore[arg-type]
+            lambda: cache.invalidate(["doc:1"], namespace=hostile),  # type: ignore[arg-type]
+        ]
+        for call in calls:
+            with pytest.raises(ConfigurationError, match="non-empty str"):
+                call()
+        with pytest.raises(ConfigurationError, match="non-empty str"):
+            await cache.aclear(hostile)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="non-empty str"):
+            await cache.abump_version(hostile)  # type: ignore[arg-type]
+        assert cache.entry_counts()["exact"] == exact
+        assert cache.vector_store.count() == vectors
+        _intact(cache, "A")
+        _intact(cache, "B")
+
     def test_stale_vector_cleanup_stays_in_its_scope(self, make: Make) -> None:
         cache = make()
         _fill(cache)
