@@ -150,12 +150,13 @@ def test_startup_failure_reports_the_log_tail(tmp_path: Path) -> None:
 
 def test_the_installed_llama_cpp_build_is_portable() -> None:
     """scripts/check_llama_build.py, run with this venv's Python, finds no AVX-512 or AMX
-    instruction in any installed libggml library (the build runs on any x86-64-v3 host)."""
+    instruction in any installed libggml or libllama library (the build runs on any
+    x86-64-v3 host)."""
     spec = importlib.util.find_spec("llama_cpp")
     assert spec is not None and spec.submodule_search_locations
     lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
-    libraries = sorted(p.name for p in lib.glob("libggml*.so*") if p.is_file())
-    assert libraries, f"no libggml*.so under {lib}"
+    libraries = sorted(p.resolve().name for p in lib.glob("lib*.so*") if p.is_file())
+    assert any(n.startswith("libggml") for n in libraries), f"no libggml*.so under {lib}"
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "check_llama_build.py")],
         capture_output=True,
@@ -163,7 +164,7 @@ def test_the_installed_llama_cpp_build_is_portable() -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(proc.stdout.splitlines()) == [f"portable {name}" for name in libraries]
+    assert sorted(proc.stdout.splitlines()) == sorted({f"portable {n}" for n in libraries})
 
 
 def test_the_smoke_test_gets_one_token_from_the_real_model(server: LocalLlamaServer) -> None:
