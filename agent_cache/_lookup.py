@@ -49,8 +49,10 @@ class Reader:
         *,
         rng: random.Random,
         failed: Callable[[Exception, str], None],
+        judge: Any = None,
     ) -> None:
         self._s = settings
+        self._judge = judge
         self._b = backends
         self._trust = trust
         self._stats = stats
@@ -276,7 +278,43 @@ class Reader:
                 span = semantic.Candidate(cand.id, cand.key, f.candidate, cos)
                 for v in semantic.screen(f.query, [span], policy, verifier=verify):
                     out.append(semantic.Verdict(cand, v.outcome, v.reason, v.score, v.analysis))
+        if self._judge is not None:
+            out = yield from self._judged_flow(query, out, policy)
         return out
+
+    def _judged_flow(
+        self, query: str, verdicts: list[semantic.Verdict], policy: semantic.SemanticPolicy
+    ) -> Flow[list[semantic.Verdict]]:
+        """Ask the request judge about the best close candidate when nothing is servable:
+        a cosine within the judge's band below the threshold, or refused only for an
+        unexplained substitution. Any other refusal is never overridden."""
+        judge = self._judge
+        judge.consider()
+        if len(query) > semantic.EMBEDDER_WINDOW_CHARS:  # long turns: judged on their spans
+            return verdicts
+        if any(v.outcome in ("serve", "verify") for v in verdicts):
+            return verdicts
+        low = policy.threshold - judge.band
+        unsure = [
+            v
+            for v in verdicts
+            if v.score >= low
+            and (
+                v.outcome == "below_threshold"
+                or (v.outcome == "refused" and v.reason == "substitution")
+            )
+        ]
+        if not unsure:
+            return verdicts
+        best = max(unsure, key=lambda v: v.score)
+        yes = yield Op(judge, "ask", (query, best.candidate.text))
+        self._stats.incr("judge:served" if yes else "judge:refused")
+        if not yes:
+            return verdicts
+        served = semantic.Verdict(
+            best.candidate, "serve", "", best.score, best.analysis, best.verifier
+        )
+        return [served] + [v for v in verdicts if v is not best]
 
     def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
         """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""

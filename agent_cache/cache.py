@@ -111,6 +111,11 @@ class LayeredCache:
             threshold judged the same way (the evidence that lets it come down).
         judge: ``judge(query, stored_answer, fresh_answer) -> bool`` for answers whose
             similarity is in the grey zone (e.g. your own model as a judge).
+        request_judge: your model (a callable ``prompt -> str``, a LangChain model, a
+            LlamaIndex LLM, a ``VllmRouter``, or an :class:`agent_cache.judge.Judge`),
+            asked "do these two requests ask for the same answer?" when the best
+            candidate is close but not servable (a cosine just below the threshold, or
+            an unexplained word substitution); off (``None``) by default.
         ttl_policy: TTL tiers and jitter (:class:`~agent_cache.policy.TtlPolicy`).
         templates: ``{name: pattern | [patterns]}`` parameterized prompts.
         case_sensitive: namespaces whose prompts are not case-folded (code).
@@ -186,6 +191,7 @@ class LayeredCache:
         audit_rate: float = 0.1,
         explore_rate: float = 0.2,
         judge: Callable[[str, str, str], bool] | None = None,
+        request_judge: Any = None,
         ttl_policy: TtlPolicy | None = None,
         templates: Mapping[str, str | Sequence[str]] | None = None,
         case_sensitive: Collection[str] = ("code",),
@@ -263,7 +269,12 @@ class LayeredCache:
         s, stats, failed = self._settings, self._stats, self._failed
         self._trust = Trust(s, b, stats, rng=rng, failed=failed, judge=judge)
         self._bound = self._trust.bound
-        self._reader = Reader(s, b, self._trust, stats, rng=rng, failed=failed)
+        from agent_cache.judge import judge_from
+
+        self.request_judge = judge_from(request_judge)
+        self._reader = Reader(
+            s, b, self._trust, stats, rng=rng, failed=failed, judge=self.request_judge
+        )
         self._writer = Writer(s, b, self._reader, self._trust, stats, failed=failed)
         self._fetcher = Fetcher(
             s,
@@ -904,6 +915,8 @@ class LayeredCache:
         and give back its share of the embedding model (the last cache using it frees it).
         """
         self._backends.close()
+        if self.request_judge is not None:
+            self.request_judge.close()
 
     def __enter__(self) -> LayeredCache:
         return self

@@ -608,6 +608,19 @@ class Analysis:
 
     @property
     def refused(self) -> bool:
+        """Whether a difference refuses the pair (same as :attr:`refuses`)."""
+        return bool(self.refusals)
+
+    @property
+    def refuses(self) -> bool:
+        """Whether a difference refuses the pair: say ``analysis.refuses``, not
+        ``bool(analysis)`` (kept for compatibility, it reads the other way round from
+        what many expect of an "analysis" object).
+
+        Example:
+            >>> analyze("Sort in ascending order", "Sort in descending order").refuses
+            True
+        """
         return bool(self.refusals)
 
     def __bool__(self) -> bool:
