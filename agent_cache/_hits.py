@@ -80,12 +80,15 @@ class Explanation:
         threshold: the similarity threshold in force there.
         verdicts: one :class:`~agent_cache.semantic.Verdict` per candidate, servable
             first; ``verdicts[0].outcome == "serve"`` means the cache would serve it.
+        layer: ``"exact"`` or ``"template"`` when that layer answers the query before
+            the semantic layer is asked (the verdicts then never matter), else ``None``.
     """
 
     query: str
     namespace: str
     threshold: float
     verdicts: tuple[semantic.Verdict, ...]
+    layer: str | None = None
 
     @property
     def served(self) -> semantic.Verdict | None:
@@ -93,6 +96,8 @@ class Explanation:
 
     def __str__(self) -> str:
         lines = [f"{self.query!r} in {self.namespace!r} (threshold {self.threshold:.3f}):"]
+        if self.layer is not None:
+            lines.append(f"  the {self.layer} layer answers first (no semantic lookup)")
         if not self.verdicts:
             lines.append("  no candidate in scope")
         for v in self.verdicts:

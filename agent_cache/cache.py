@@ -890,8 +890,39 @@ class LayeredCache:
         req = self._prepare(query, llm_string, namespace, context, template_version)
         verdicts = run_sync(self._reader.explain_flow(req, candidate))
         return Explanation(
-            req.prompt, req.namespace, self.threshold_for(req.namespace), tuple(verdicts)
+            req.prompt,
+            req.namespace,
+            self.threshold_for(req.namespace),
+            tuple(verdicts),
+            self._earlier_layer(req, candidate, llm_string, context, template_version),
         )
+
+    def _earlier_layer(
+        self,
+        req: rq.Request,
+        candidate: str | None,
+        llm_string: str,
+        context: Any,
+        template_version: str,
+    ) -> str | None:
+        """``"exact"`` or ``"template"`` when that layer answers before the semantic one:
+        for a ``candidate``, when both normalize to one key; else when the store holds
+        an entry under the query's key."""
+        if candidate is not None:
+            other = self._prepare(candidate, llm_string, req.namespace, context, template_version)
+            if other.normalized == req.normalized:
+                return "exact"
+            if req.template is not None and other.template == req.template:
+                return "template"
+            return None
+        version = self._backends.kv.get_counter(rq.version_counter(req.namespace))
+        keys = rq.keys_for(req, version)
+        now = self._settings.clock()
+        if self._backends.kv.get(keys.exact, now) is not None:
+            return "exact"
+        if keys.template is not None and self._backends.kv.get(keys.template, now) is not None:
+            return "template"
+        return None
 
     # ------------------------------------------------------------------ lifecycle
     def warm(self) -> LayeredCache:

@@ -130,3 +130,17 @@ async def test_async_lookups_use_the_judge_too() -> None:
     cache = _cache(Judge(lambda p: "yes", max_share=1.0))
     hit = await cache.alookup(NEAR, llm_string="m")
     assert hit is not None
+
+
+def test_explain_says_when_an_earlier_layer_answers() -> None:
+    from agent_cache.testing import HashEmbedder
+
+    cache = LayeredCache(path=None, embedder=HashEmbedder())
+    assert cache.explain("How do I reset my password?", "how do I reset  my password?").layer == (
+        "exact"
+    )
+    assert cache.explain("How do I reset my password?", "How can I reset it?").layer is None
+    cache.store("How do I reset my password?", "Settings", llm_string="m")
+    why = cache.explain("HOW do I reset my password?", llm_string="m")
+    assert why.layer == "exact" and "exact layer answers first" in str(why)
+    assert cache.explain("Where is my invoice?", llm_string="m").layer is None
