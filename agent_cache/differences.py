@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 import unicodedata
@@ -217,6 +218,10 @@ class _Dictionary:
     _freq: Any = None
 
     @classmethod
+    def _after_fork(cls) -> None:  # a forked child: a free lock
+        cls._lock = threading.Lock()
+
+    @classmethod
     def frequency(cls, word: str) -> int:
         freq = cls._freq
         if freq is None:
@@ -225,6 +230,10 @@ class _Dictionary:
                     cls._freq = _load_frequencies()
                 freq = cls._freq
         return int(freq.get(word, 0))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Dictionary._after_fork)
 
 
 def _load_frequencies() -> dict[str, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache._model_files import DEFAULT_ALIASES, DEFAULT_REPO, bundled_model_dir
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
@@ -106,6 +108,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     def _load(self) -> Any:
         model = self._model
@@ -194,6 +197,7 @@ class MemoEmbedder:
         self.misses = 0
         self._memo: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @property
     def dimension(self) -> int:
@@ -355,6 +359,7 @@ class FrameworkEmbedder:
         self.failures = 0
         self._warned = False
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @property
     def dimension(self) -> int:
@@ -552,6 +557,15 @@ def embedder_from(
 # ---------------------------------------------------------------- one model per process
 _shared: dict[tuple[str, str, bool], list[Any]] = {}  # key -> [embedder, references]
 _shared_lock = threading.Lock()
+
+
+def _renew_shared_lock() -> None:  # a forked child: a free lock
+    global _shared_lock
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_shared_lock)
 
 
 def _shared_key(spec: str, backend: str | None, batching: bool) -> tuple[str, str, bool]:
