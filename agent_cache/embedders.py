@@ -165,6 +165,20 @@ class SentenceTransformerEmbedder:
         return _unit_rows(np.asarray(vectors).reshape(len(items), -1))
 
 
+#: The most characters of one text an embedder behind :class:`MemoEmbedder` (every
+#: embedder a cache builds) is given: the start of a longer text stands for it. Models
+#: read at most their ``max_seq_length`` tokens (256 for MiniLM, 512 at most here), a
+#: token is at most 100 characters (WordPiece's limit) and usually under 10, so the
+#: vector does not change, while a 1 MB prompt costs no tokenizing of a megabyte and no
+#: megabyte kept in the memo. Two long texts with the same start get the same vector:
+#: the difference analysis compares the rest (``MAX_ANALYZED_CHARS``) and refuses.
+MAX_EMBEDDED_CHARS = 32_768
+
+
+def _capped(text: str) -> str:
+    return text[:MAX_EMBEDDED_CHARS] if len(text) > MAX_EMBEDDED_CHARS else text
+
+
 class MemoEmbedder:
     """An LRU memo in front of an embedder: repeated texts are embedded once.
 
@@ -209,7 +223,7 @@ class MemoEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``, reusing remembered rows; same contract as the inner embedder."""
-        items = list(texts)
+        items = [_capped(text) for text in texts]
         found, missing = self._recall(items)
         if missing:
             self._remember(missing, self.inner.embed(missing), found)
@@ -224,7 +238,7 @@ class MemoEmbedder:
         :class:`~agent_cache.batching.MicroBatcher` does), else its ``embed`` runs in a
         worker thread.
         """
-        items = list(texts)
+        items = [_capped(text) for text in texts]
         found, missing = self._recall(items)
         if missing or not items:
             twin = getattr(self.inner, "aembed", None)
