@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from agent_cache import _fork
 from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
@@ -108,6 +109,7 @@ class Backends:
         self._reranker_ready = reranker is None
         self._owned: list[Any] = []
         self._lock = threading.RLock()  # the vector store may build the KV store
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @property
     def kv(self) -> KVStore:

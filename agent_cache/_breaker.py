@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
+from agent_cache import _fork
 from agent_cache.errors import BackendError, ConfigurationError, SerializationError
 
 __all__ = ["CircuitBreaker"]
@@ -69,6 +70,7 @@ class CircuitBreaker:
         self.endpoint = endpoint
         self._clock = clock
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._state: State = "closed"
         self._consecutive = 0
         self._opened_at = 0.0

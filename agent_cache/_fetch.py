@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
+from agent_cache import _fork, tracing
 from agent_cache import _request as rq
-from agent_cache import tracing
 from agent_cache._backends import Backends
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._hits import CacheHit, Fetched
@@ -192,6 +192,7 @@ class Fetcher:
         self._refreshing: set[str] = set()
         self._inexact: set[str] = set()  # namespaces already warned of an inexact value
         self._refresh_lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_refresh_lock"))
 
     def fetch_flow(self, plan: Plan) -> Flow[Fetched]:
         req = plan.req

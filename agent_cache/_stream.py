@@ -45,6 +45,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
 from typing import Any, Generic, TypeVar
 
+from agent_cache import _fork
 from agent_cache._fetch import Fetcher, Plan
 from agent_cache._flow import run_async, run_sync
 from agent_cache._hits import CacheHit
@@ -126,6 +127,7 @@ class Streams:
         self._reader = reader
         self._fetcher = fetcher
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._flights: dict[str, _Recording] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 

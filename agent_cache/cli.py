@@ -221,44 +221,6 @@ def _cmd_train_verifier(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup_rows(
-    path: str,
-) -> tuple[list[tuple[str, Any, str | None, str | None, Any]], list[tuple[str, dict[str, Any]]]]:
-    """(prompt, response, llm_string, namespace, context) from pairs or a replay log, and
-    the lines of an ``agent-cache export`` (restored under their own keys)."""
-    from agent_cache.ops import is_export_row
-    from agent_cache.replay import parse_record
-
-    rows: list[tuple[str, Any, str | None, str | None, Any]] = []
-    exported: list[tuple[str, dict[str, Any]]] = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise AgentCacheError("not a JSON object")
-                if is_export_row(row):
-                    exported.append((f"{path}:{n}", row))
-                elif "question" in row and "answer" in row:
-                    rows.append((str(row["question"]), row["answer"], None, row.get("namespace"),
-                                 None))  # fmt: skip
-                elif "prompt" in row and "response" in row and not row.get("model"):
-                    rows.append((row["prompt"], row["response"], None, row.get("namespace"),
-                                 row.get("context")))  # fmt: skip
-                else:
-                    rec = parse_record(row)
-                    rows.append((rec.prompt, rec.response, rec.llm_string,
-                                 row.get("namespace"), rec.context))  # fmt: skip
-            except (ValueError, AgentCacheError) as exc:
-                raise AgentCacheError(
-                    f"{path}:{n}: need 'prompt' and 'response', 'question' and 'answer', "
-                    f"a replay-log record, or an export line ({exc})"
-                ) from exc
-    return rows, exported
-
-
 def _backend_arguments(parser: argparse.ArgumentParser, path: str | None = ".agent_cache") -> None:
     """The options that pick a cache's stores, as ``LayeredCache`` takes them."""
     parser.add_argument("--path", default=path, help=f"embedded cache directory (default {path})")
@@ -329,54 +291,61 @@ def _require_cache(args: argparse.Namespace) -> None:
         )
 
 
-def _cmd_warmup(args: argparse.Namespace) -> int:
-    from agent_cache.ops import backend_names, restore_entries
+def _first(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:5]))
+    return shown + (f" (and {len(lines) - 5} more)" if len(lines) > 5 else "")
 
-    rows, exported = _warmup_rows(args.file)
-    bar = _progress(len(rows) + len(exported), "warmup", not args.no_progress)
-    stored = skipped = 0
+
+def _cmd_warmup(args: argparse.Namespace) -> int:
+    from agent_cache._warm import read_warmup_file, warm
+    from agent_cache.ops import backend_names
+
+    lines = read_warmup_file(args.file)  # every field checked before anything is written
+    bar = _progress(len(lines), "warmup", not args.no_progress)
+    namespace = args.namespace if args.namespace is not None else "default"
     with _open_cache(args, args.embedder) as cache:
         where = backend_names(cache)["exact"]
-        if exported:
-            report = restore_entries(
+        try:
+            report = warm(
                 cache,
-                exported,
+                lines,
+                namespace=namespace,
+                llm_string=args.llm_string,
+                trust_file=args.trust_file,
+                namespace_given=args.namespace is not None,
                 batch_size=args.batch_size,
                 progress=bar.update if bar is not None else None,
             )
-            stored, skipped = report.stored, report.skipped
-            if report.expired:
-                print(f"{report.expired} exported entries expired since, not stored")
-            if report.behind:
-                print(
-                    f"warning: {report.behind} entries are behind their namespace's version "
-                    "here (bump_version ran after the export): they will not hit"
-                )
-        for start in range(0, len(rows), args.batch_size):
-            chunk = rows[start : start + args.batch_size]
-            groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
-            for prompt, response, llm, ns, context in chunk:
-                llm, ns = llm if llm is not None else args.llm_string, ns or args.namespace
-                if cache.contains(prompt, llm, ns, context=context):  # resumable
-                    skipped += 1
-                elif context is not None:
-                    cache.store(prompt, response, llm, ns, context=context)
-                    stored += 1
-                else:
-                    groups.setdefault((llm, ns), []).append((prompt, response))
-            for (llm, ns), items in groups.items():  # one embedding batch per group
-                stored += len(
-                    cache.store_many(
-                        items, llm_string=llm, namespace=ns, batch_size=args.batch_size
-                    )
-                )
-            if bar is not None:
-                bar.update(len(chunk))
+        except ConfigurationError as exc:  # a line refused before anything was written
+            raise ConfigurationError(f"{args.file}: {exc}") from exc
     if bar is not None:
         bar.close()
+    if report.expired:
+        print(f"{report.expired} entries expired since, not stored")
+    if report.not_cacheable:
+        print(
+            f"{len(report.not_cacheable)} empty or error answers not stored "
+            f"(lines {_first(report.not_cacheable)})"
+        )
+    if report.foreign:
+        print(
+            f"warning: {len(report.foreign)} export lines were made under another model, "
+            f"context or template than --llm-string {args.llm_string!r}: not stored "
+            f"(lines {_first(report.foreign)}); give their --llm-string, or --trust-file "
+            "for a restore into the deployment they came from"
+        )
+    if report.other_version:
+        print(
+            f"warning: {len(report.other_version)} lines were exported under another "
+            "version of their namespace than this deployment's: not stored (a file never "
+            f"raises a version counter; lines {_first(report.other_version)})"
+        )
+    spaces = sorted(report.namespaces) if args.trust_file else [namespace]
+    named = ", ".join(map(repr, spaces)) or repr(namespace)
     print(
-        f"stored {stored} entries in {where} (namespace {args.namespace!r}); "
-        f"{skipped} already there, skipped"
+        f"stored {report.stored} entries in {where} "
+        f"(namespace{'s' if len(spaces) > 1 else ''} {named}); "
+        f"{report.skipped} already there, skipped"
     )
     return 0
 
@@ -817,8 +786,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     warm.add_argument("file")
     _backend_arguments(warm)
-    warm.add_argument("--namespace", default="default")
+    warm.add_argument(
+        "--namespace",
+        default=None,
+        help="store every line in this namespace (default 'default'); a line naming "
+        "another one is refused",
+    )
     warm.add_argument("--llm-string", default="")
+    warm.add_argument(
+        "--trust-file",
+        action="store_true",
+        help="a same-deployment restore: keep an export's keys, namespaces, tags and "
+        "expiry (a file's version never raises a counter)",
+    )
     warm.add_argument("--embedder", default="sentence-transformers/all-MiniLM-L6-v2")
     warm.add_argument("--batch-size", type=int, default=256)
     warm.add_argument("--no-progress", action="store_true")

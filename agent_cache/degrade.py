@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from agent_cache import _fork
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._lease import Pause
 from agent_cache.errors import BackendError, ConfigurationError
@@ -72,6 +73,7 @@ class NegativeCache:
         self._max = max_entries
         self._clock = clock
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._items: OrderedDict[str, tuple[float, Any]] = OrderedDict()
 
     def get(self, key: str) -> tuple[bool, Any]:
@@ -145,6 +147,7 @@ class ModelGate:
         self._store, self._name, self._on_error = store, name, on_error
         self._sem = threading.BoundedSemaphore(limit) if limit is not None else None
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._waiting = 0
 
     @property

@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 import unicodedata
@@ -73,7 +74,18 @@ REASONS = (
     "direction",
     "order",
     "substitution",
+    "length",
 )
+
+#: The most characters of each text :func:`analyze` judges word by word (its alignment
+#: is quadratic in them: 4,000 against 4,000 takes ~0.15 s). Longer texts are compared
+#: whole, in linear time: the part both share at the start and at the end is equal by
+#: construction, and only the region where they differ, with ``_WINDOW_CONTEXT``
+#: characters of shared text around it, is analyzed. When that region is still longer
+#: than this on either side, the candidate is refused (``length``): a wrong hit is
+#: worse than a miss. Raise it, or analyze long texts by parts, to serve more of them.
+MAX_ANALYZED_CHARS = 4_000
+_WINDOW_CONTEXT = 400
 
 _TOKEN = re.compile(
     r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|!=|==|<=|>=|<>|[=<>]|[$€£¥₹%&/]|[^\W_](?:[\w'.+#-]*[^\W_])?(?:\+\+|#)?",
@@ -222,6 +234,10 @@ class _Dictionary:
     _freq: Any = None
 
     @classmethod
+    def _after_fork(cls) -> None:  # a forked child: a free lock
+        cls._lock = threading.Lock()
+
+    @classmethod
     def frequency(cls, word: str) -> int:
         freq = cls._freq
         if freq is None:
@@ -230,6 +246,10 @@ class _Dictionary:
                     cls._freq = _load_frequencies()
                 freq = cls._freq
         return int(freq.get(word, 0))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Dictionary._after_fork)
 
 
 def _load_frequencies() -> dict[str, int]:
@@ -955,8 +975,50 @@ def _uncapitalized(text: str) -> str:
     return text
 
 
+def _shared_ends(a: str, b: str) -> tuple[int, int]:
+    """Lengths of the longest common prefix and (not overlapping it) suffix of ``a``
+    and ``b``: a binary search of slice comparisons, O(n log n) in C."""
+    most = min(len(a), len(b))
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, most - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, lo
+
+
+def _window(query: str, candidate: str) -> tuple[str, str] | None:
+    """The parts of two long texts to analyze (see :data:`MAX_ANALYZED_CHARS`); None:
+    they differ over more than that."""
+    prefix, suffix = _shared_ends(query, candidate)
+    start = max(0, prefix - _WINDOW_CONTEXT)
+    while start > 0 and not query[start - 1].isspace():  # a whole word (shared text)
+        start -= 1
+    drop = max(0, suffix - _WINDOW_CONTEXT)
+    while drop > 0 and not query[len(query) - drop].isspace():
+        drop -= 1
+    q, c = query[start : len(query) - drop], candidate[start : len(candidate) - drop]
+    if len(q) > MAX_ANALYZED_CHARS or len(c) > MAX_ANALYZED_CHARS:
+        return None
+    return q, c
+
+
 def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Analysis:
     """Compare a query with a stored question; see the module docstring.
+
+    The cost is bounded whatever the sizes: texts longer than :data:`MAX_ANALYZED_CHARS`
+    are compared outside the region where they differ by equality, and refused
+    (``length``) when that region is longer than the bound.
 
     Args:
         query: the new question, as the user wrote it.
@@ -971,6 +1033,19 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
         ...         "What is the weather in Paris today?").reason
         'temporal'
     """
+    if len(query) > MAX_ANALYZED_CHARS or len(candidate) > MAX_ANALYZED_CHARS:
+        window = _window(query, candidate)
+        if window is None:
+            refusal = Difference(
+                "length", f"{len(query)} characters", f"{len(candidate)} characters", True
+            )
+            return Analysis(query, candidate, (refusal,))
+        found = _analyze(*window, case_sensitive=case_sensitive)
+        return Analysis(query, candidate, found.differences, found.equivalent, found.shared)
+    return _analyze(query, candidate, case_sensitive=case_sensitive)
+
+
+def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     if case_sensitive:
         qs, cs = " ".join(query.split()), " ".join(candidate.split())
         if qs != cs and qs.casefold() == cs.casefold():

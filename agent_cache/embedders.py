@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache._model_files import DEFAULT_ALIASES, DEFAULT_REPO, bundled_model_dir
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
@@ -106,6 +108,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     def _load(self) -> Any:
         model = self._model
@@ -162,6 +165,20 @@ class SentenceTransformerEmbedder:
         return _unit_rows(np.asarray(vectors).reshape(len(items), -1))
 
 
+#: The most characters of one text an embedder behind :class:`MemoEmbedder` (every
+#: embedder a cache builds) is given: the start of a longer text stands for it. Models
+#: read at most their ``max_seq_length`` tokens (256 for MiniLM, 512 at most here), a
+#: token is at most 100 characters (WordPiece's limit) and usually under 10, so the
+#: vector does not change, while a 1 MB prompt costs no tokenizing of a megabyte and no
+#: megabyte kept in the memo. Two long texts with the same start get the same vector:
+#: the difference analysis compares the rest (``MAX_ANALYZED_CHARS``) and refuses.
+MAX_EMBEDDED_CHARS = 32_768
+
+
+def _capped(text: str) -> str:
+    return text[:MAX_EMBEDDED_CHARS] if len(text) > MAX_EMBEDDED_CHARS else text
+
+
 class MemoEmbedder:
     """An LRU memo in front of an embedder: repeated texts are embedded once.
 
@@ -194,6 +211,7 @@ class MemoEmbedder:
         self.misses = 0
         self._memo: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @property
     def dimension(self) -> int:
@@ -205,7 +223,7 @@ class MemoEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``, reusing remembered rows; same contract as the inner embedder."""
-        items = list(texts)
+        items = [_capped(text) for text in texts]
         found, missing = self._recall(items)
         if missing:
             self._remember(missing, self.inner.embed(missing), found)
@@ -220,7 +238,7 @@ class MemoEmbedder:
         :class:`~agent_cache.batching.MicroBatcher` does), else its ``embed`` runs in a
         worker thread.
         """
-        items = list(texts)
+        items = [_capped(text) for text in texts]
         found, missing = self._recall(items)
         if missing or not items:
             twin = getattr(self.inner, "aembed", None)
@@ -355,6 +373,7 @@ class FrameworkEmbedder:
         self.failures = 0
         self._warned = False
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @property
     def dimension(self) -> int:
@@ -552,6 +571,15 @@ def embedder_from(
 # ---------------------------------------------------------------- one model per process
 _shared: dict[tuple[str, str, bool], list[Any]] = {}  # key -> [embedder, references]
 _shared_lock = threading.Lock()
+
+
+def _renew_shared_lock() -> None:  # a forked child: a free lock
+    global _shared_lock
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_shared_lock)
 
 
 def _shared_key(spec: str, backend: str | None, batching: bool) -> tuple[str, str, bool]:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import KVStore
 
@@ -133,6 +134,7 @@ class ErrorBound:
         self.clock = clock
         self._bins = int(round((1.0 - lowest) / self.BIN)) + 1
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._ns: dict[str, _Evidence] = {}
 
     @property

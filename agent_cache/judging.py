@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_cache import _fork
 from agent_cache._flow import Flow, Op
 from agent_cache.differences import analyze
 from agent_cache.keys import normalize
@@ -86,6 +87,7 @@ class AnswerJudge:
         self.max_pending = max_pending
         self._pending: OrderedDict[str, Pending] = OrderedDict()
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     def expect(self, query_key: str, pending: Pending) -> None:
         with self._lock:

@@ -45,6 +45,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError, MissingDependencyError
 from agent_cache.stats import StatsSink
 
@@ -62,6 +63,15 @@ MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 _ENTRIES_EVERY_S = 10.0
 _families: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _families_lock = threading.Lock()
+
+
+def _renew_families_lock() -> None:  # a forked child: a free lock
+    global _families_lock
+    _families_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_families_lock)
 
 
 def _prometheus() -> Any:
@@ -131,6 +141,7 @@ class PrometheusMetrics(StatsSink):
         self._caches: weakref.WeakSet[Any] = weakref.WeakSet()
         self._entries_at = 0.0
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     # ------------------------------------------------------------------ StatsSink
     def request(self, namespace: str, layer: str, outcome: str, seconds: float) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache._threads import pass_threads
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
@@ -46,6 +47,15 @@ Precision = Literal["fp32", "int8"]
 _PRECISIONS = ("fp32", "int8")
 _EXPORT_FORMAT = 1  # bump when the exported graph changes: old files are not reused
 _EXPORT_LOCK = threading.Lock()
+
+
+def _renew_export_lock() -> None:  # a forked child: a free lock
+    global _EXPORT_LOCK
+    _EXPORT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_export_lock)
 
 
 def default_threads() -> int:
@@ -283,6 +293,7 @@ class OnnxEmbedder:
         self._inputs: tuple[str, ...] = ()
         self._fallen_back = False
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     def _load(self) -> bool:
         """Open the session once; ``False`` when the fallback serves instead."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ import numpy as np
 
 from agent_cache import _request as rq
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
+from agent_cache.keys import KEY_PREFIX
+from agent_cache.policy import is_cacheable
 from agent_cache.protocols import KVStore, MetaValue, VectorStore
 from agent_cache.semantic import MAX_CANDIDATE_CHARS
 from agent_cache.stores._entry import StoredEntry
@@ -54,6 +57,8 @@ __all__ = [
 ]
 
 _BATCH = 500
+#: The keys this library writes (``keys_for``): a restore writes nothing else.
+_KEY = re.compile(rf"{KEY_PREFIX}:[0-9a-f]{{64}}")
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ class RestoreReport:
     stored: int
     skipped: int  # already there (a resumed load)
     expired: int  # expired since the export: not written
-    behind: int  # written, but the target namespace's version is already past the entry's
+    behind: int  # not written: exported under another version than the namespace's here
+    not_cacheable: int = 0  # empty or error answers: never stored, so never restored
 
 
 def backend_names(cache: LayeredCache) -> dict[str, str]:
@@ -273,15 +279,26 @@ def _number(row: Mapping[str, Any], name: str, where: str) -> float | None:
     value = row.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigurationError(f"{where}: {name} must be a number or null, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigurationError(f"{where}: {name}: {value!r} is not a finite number")
     return float(value)
 
 
-def _checked(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _checked(row: Mapping[str, Any], where: str, max_prompt_bytes: int) -> dict[str, Any]:
     for name in ("key", "namespace", "prompt"):
         if not isinstance(row.get(name), str):
             raise ConfigurationError(f"{where}: {name!r} must be a string")
+    if not _KEY.fullmatch(row["key"]):
+        raise ConfigurationError(f"{where}: 'key' is not a key this library writes")
+    if not row["namespace"]:
+        raise ConfigurationError(f"{where}: 'namespace' must be a non-empty string")
+    size = len(row["prompt"].encode("utf-8", "surrogatepass"))
+    if size > max_prompt_bytes:
+        raise ConfigurationError(
+            f"{where}: 'prompt' is {size} bytes, over max_prompt_bytes ({max_prompt_bytes})"
+        )
     tags = row.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ConfigurationError(f"{where}: 'tags' must be a list of strings")
@@ -293,6 +310,7 @@ def _checked(row: Mapping[str, Any], where: str) -> dict[str, Any]:
         raise ConfigurationError(f"{where}: 'version' must be an integer >= 0")
     return {
         **row,
+        "version": version,
         "tags": tags,
         "expires_at": _number(row, "expires_at", where),
         "vector_expires_at": _number(row, "vector_expires_at", where),
@@ -306,15 +324,6 @@ def _joint(kv: KVStore, vectors: VectorStore) -> bool:
     return isinstance(vectors, SQLiteVectorStore) and vectors.store is kv
 
 
-def _catch_up(kv: KVStore, namespace: str, version: int) -> bool:
-    """Raise the namespace's version counter to ``version``; False if it is already past."""
-    name = rq.version_counter(namespace)
-    current = kv.get_counter(name)
-    while current < version:
-        current = kv.incr(name)
-    return current == version
-
-
 def restore_entries(
     cache: LayeredCache,
     rows: Sequence[tuple[str, Mapping[str, Any]]],
@@ -325,26 +334,45 @@ def restore_entries(
     """Write exported entries (``(where, row)`` pairs) under their own keys, tags and
     expiry, with their prompts re-embedded into their scopes (by this cache's embedder,
     under its tag: see the module docstring); entries already present are skipped (a
-    resumed load), entries expired since the export are left out. A namespace's version
-    counter is raised to the exported one, so the keys hit.
+    resumed load), entries expired since the export are left out.
+
+    A same-deployment restore: it trusts the keys and namespaces of ``rows`` (the command
+    line calls it only with ``--trust-file``; by default a warmup recomputes every key,
+    see :mod:`agent_cache._warm`). Keys stay inside this deployment's stores (its prefix)
+    and must be keys this library writes. A version in the file never raises a
+    namespace's counter (that would invalidate what it holds): entries exported under
+    another version than the namespace's here are not written, counted in ``behind``.
+    Empty and error answers are not restored (the cache never stores them).
     """
     from agent_cache.embedders import embedder_identity
 
     kv, vectors = cache.kv_store, cache.vector_store
     joint = _joint(kv, vectors)
-    checked = [_checked(row, where) for where, row in rows]
-    stored = skipped = expired = behind = 0
-    current: dict[str, bool] = {}
+    checked = [_checked(row, where, cache.max_prompt_bytes) for where, row in rows]
+    for (where, _), row in zip(rows, checked, strict=True):
+        try:
+            rq.check_json(row["response"])
+        except SerializationError as exc:
+            raise ConfigurationError(f"{where}: response: {exc}") from exc
+    stored = skipped = expired = behind = not_cacheable = 0
+    current: dict[str, int] = {}
     for start in range(0, len(checked), max(1, batch_size)):
         chunk = checked[start : start + batch_size]
         now = cache.clock()
         present = kv.get_many([r["key"] for r in chunk], now)
         todo = []
         for row in chunk:
+            ns = row["namespace"]
+            if ns not in current:  # read, never raised
+                current[ns] = kv.get_counter(rq.version_counter(ns))
             if row["key"] in present:
                 skipped += 1
             elif row["expires_at"] is not None and row["expires_at"] <= now:
                 expired += 1
+            elif not is_cacheable(row["response"]):
+                not_cacheable += 1
+            elif row["version"] != current[ns]:
+                behind += 1
             else:
                 todo.append(row)
         semantic = [r for r in todo if r["scope"] is not None]
@@ -357,9 +385,6 @@ def restore_entries(
         metas: list[dict[str, MetaValue]] = []
         for row in todo:
             ns = row["namespace"]
-            if ns not in current:
-                current[ns] = _catch_up(kv, ns, row.get("version", 0))
-            behind += not current[ns]
             record = rq.encode_record(
                 row["prompt"],
                 row["response"],
@@ -400,7 +425,13 @@ def restore_entries(
             vectors.add(ids, vecs, metas)
         if progress is not None:
             progress(len(chunk))
-    return RestoreReport(stored=stored, skipped=skipped, expired=expired, behind=behind)
+    return RestoreReport(
+        stored=stored,
+        skipped=skipped,
+        expired=expired,
+        behind=behind,
+        not_cacheable=not_cacheable,
+    )
 
 
 # -- clear ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Reranker
 from agent_cache.semantic import Combiner
@@ -59,6 +60,7 @@ class _Lazy(ABC):
     def __init__(self) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     @abstractmethod
     def _build(self) -> Any:

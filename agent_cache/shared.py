@@ -23,6 +23,15 @@ _shared: dict[str, LayeredCache] = {}
 _lock = threading.Lock()
 
 
+def _renew_lock() -> None:  # a forked child: a free lock
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_lock)
+
+
 def default_cache(path: str | os.PathLike[str] | None = None) -> LayeredCache:
     """The process-wide ``LayeredCache(path=...)`` for ``path`` (default ``.agent_cache``).
 

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agent_cache import _fork
+
 __all__ = ["SingleFlight"]
 
 T = TypeVar("T")
@@ -62,6 +64,12 @@ class SingleFlight:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
+        _fork.after_fork_in_child(self, SingleFlight._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child the parent's leaders do not run: forget their flights."""
+        self._lock = threading.Lock()
+        self._flights = {}
 
     def _join(self, key: str) -> tuple[_Flight, bool]:
         with self._lock:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_cache import _fork
 from agent_cache.savings import KINDS, PriceTable, Usage
 
 __all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"]
@@ -412,6 +413,7 @@ class StatsRecorder:
         clock: Any = time.time,
     ) -> None:
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self.prices = prices or PriceTable()
         self.sinks: list[StatsSink] = list(sinks)
         self.clock = clock

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError
 
 __all__ = ["FakeClock", "FakeReranker", "HashEmbedder"]
@@ -151,6 +152,7 @@ class FakeClock:
     def __init__(self, start: float = 1_000_000.0) -> None:
         self._now = float(start)
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
     def __call__(self) -> float:
         with self._lock:

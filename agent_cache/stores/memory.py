@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError
 from agent_cache.stores._entry import StoredEntry
 
@@ -49,6 +50,7 @@ class MemoryStore:
             raise ConfigurationError(f"max_entries must be at least 1, got {max_entries}")
         self._max_entries = max_entries
         self._lock = threading.RLock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._records: OrderedDict[str, _Record] = OrderedDict()
         # (namespace, tag) -> keys carrying it; a dict keeps insertion order for stable
         # batches, and the namespace in the index keeps tenants apart

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.stores import _sqlite_open as _open_guard
 from agent_cache.stores import _vector_table as vt
@@ -159,6 +160,14 @@ class SQLiteStore:
         self._generation = 0
         self._owner_pid = os.getpid()
         self._schema_ready_pid = -1
+        _fork.after_fork_in_child(self, SQLiteStore._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock a parent thread held is free, the parent's
+        connections are dropped unused (never closed: SQLite must not touch them)."""
+        self._lock = threading.Lock()
+        self._local = _Local()
+        self._forget_if_forked()
 
     @property
     def path(self) -> Path:
@@ -536,11 +545,12 @@ class SQLiteStore:
             self._forget_if_forked()
             conns, self._conns = self._conns, []
             self._generation += 1
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:  # closing is best effort
-                pass
+        with _fork.sqlite_gate.inside():
+            for conn in conns:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # closing is best effort
+                    pass
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -561,7 +571,8 @@ class SQLiteStore:
     @contextmanager
     def _errors(self, op: str, key: str | None = None) -> Iterator[None]:
         try:
-            yield
+            with _fork.sqlite_gate.inside():  # no fork() while a thread is in SQLite
+                yield
         except sqlite3.Error as exc:
             if _is_corrupt(exc):  # found by a read or write, not at open: on_corrupt
                 raise self._corrupt_error(exc, op, key) from exc

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache._threads import pass_threads
 from agent_cache.protocols import VectorMatch
 
@@ -67,6 +68,13 @@ class _BlasThreads:
         self._libs: list[Any] | None = None
         self._active = 0
         self._saved: list[int] = []
+        _fork.after_fork_in_child(self, _BlasThreads._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a free lock; the parent's searches are not running here
+        (BLAS keeps the thread count it has)."""
+        self._lock = threading.Lock()
+        self._active = 0
 
     def _load(self) -> list[Any]:
         if self._libs is None:

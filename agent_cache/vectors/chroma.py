@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from agent_cache import _fork
 from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
@@ -189,6 +190,7 @@ class ChromaVectorStore:
         self._owns_client = client is None
         self._collection: Any = None
         self._lock = threading.Lock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._closed = False
 
     # -- connection -----------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
 from agent_cache.vectors import _int8
@@ -275,6 +276,7 @@ class MemoryVectorStore:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._partitions: dict[str, _Partition] = {}
         self._scope_of: dict[str, str] = {}
         self._combiner = Combiner(self._serve)

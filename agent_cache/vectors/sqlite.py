@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache import _fork
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
 from agent_cache.stores import _vector_table as vt
@@ -69,6 +70,13 @@ class SQLiteVectorStore:
             self._store, self._owns_store = SQLiteStore(store), True
         self._lock = threading.RLock()
         self._combiner = Combiner(self._serve)
+        self._reset()
+        _fork.after_fork_in_child(self, SQLiteVectorStore._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a free lock, and the index reloaded from the file (a parent
+        thread may have been changing it at the fork)."""
+        self._lock = threading.RLock()
         self._reset()
 
     def _reset(self) -> None:

@@ -90,7 +90,7 @@ def test_export_from_sqlite_warmup_into_redis_and_chroma_hits(
         cache.store("search('weather', city='Oslo')", {"temp": 3}, namespace="tools")
     assert main(["export", str(out), "--path", str(src), "--no-progress"]) == 0
     assert "exported 7 entries" in capsys.readouterr().out
-    assert main(["warmup", str(out), *servers, "--no-progress"]) == 0  # the real embedder
+    assert main(["warmup", str(out), *servers, "--trust-file", "--no-progress"]) == 0  # real
     assert "stored 7 entries" in capsys.readouterr().out
     assert main(["stats", *servers, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)

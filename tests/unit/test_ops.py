@@ -137,8 +137,12 @@ def test_restore_round_trip_hits_exactly_and_semantically(tmp_path: Path) -> Non
     rows = [(f"out:{i}", r) for i, r in enumerate(_lines(out), 1)]
     dst = LayeredCache(path=None, embedder=HashEmbedder(256), clock=clock, threshold=0.85)
     with dst:
+        first = restore_entries(dst, rows, batch_size=5)  # a file never raises a counter
+        assert first.behind == 5 and first.stored == len(rows) - 5
+        assert dst.kv_store.get_counter("version:tenant-b") == 0
+        dst.bump_version("tenant-b")  # the target at the source's version: the rest follow
         report = restore_entries(dst, rows, batch_size=5)
-        assert report.stored == len(rows) and report.skipped == 0 and report.behind == 0
+        assert report.stored == 5 and report.skipped == len(rows) - 5 and report.behind == 0
         assert entry_counts(dst) == before
         for i, q in enumerate(QUESTIONS[:12]):
             ns = "default" if i % 3 else "tenant-b"
@@ -210,6 +214,9 @@ def test_cli_export_warmup_stats_clear(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["export", str(out), "--path", str(src), "--resume", "--no-progress"]) == 0
     assert "exported 0 entries" in capsys.readouterr().out
     args = ["--path", str(dst), "--embedder", "hash", "--no-progress"]
+    assert main(["warmup", str(out), *args]) == 2  # several namespaces: not without trust
+    assert "line 5: namespace: 'tenant-b' is not --namespace 'default'" in capsys.readouterr().err
+    args.append("--trust-file")  # a restore of the deployment it came from
     assert main(["warmup", str(out), *args]) == 0
     assert "stored 14 entries" in capsys.readouterr().out
     assert main(["warmup", str(out), *args]) == 0
