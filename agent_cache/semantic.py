@@ -17,6 +17,7 @@ and the benchmarks, so that what is measured is exactly what is served:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -78,6 +79,14 @@ class Focus:
     reason: str = ""
 
 
+@functools.lru_cache(maxsize=64)
+def _flat(text: str) -> tuple[str, str]:
+    """``text`` with its whitespace collapsed, and that lower-cased (once per text: one
+    query meets up to 4 x top_k candidates)."""
+    flat = " ".join(text.split())
+    return flat, flat.lower()
+
+
 def _common_prefix(a: str, b: str) -> int:
     n = min(len(a), len(b))
     lo, hi = 0, n  # binary search on slice equality: C-speed comparisons, O(n log n) worst
@@ -123,8 +132,7 @@ def focus(query: str, candidate: str) -> Focus | None:
         >>> focus("How do I reset my password?", "how can I reset my password") is None
         True
     """
-    q, c = " ".join(query.split()), " ".join(candidate.split())
-    ql, cl = q.lower(), c.lower()
+    (q, ql), (c, cl) = _flat(query), _flat(candidate)
     if len(ql) != len(q) or len(cl) != len(c):  # case folding changed a length: compare raw
         ql, cl = q, c
     prefix = _common_prefix(ql, cl)
