@@ -8,6 +8,7 @@ import re
 import sqlite3
 import threading
 import time
+import urllib.parse
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -90,6 +91,15 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+def _read_only(path: Path) -> bool:
+    """Whether ``path`` exists but this process may not write it or its folder (SQLite
+    needs the folder for its ``-wal`` / ``-shm`` files). ``os.access`` also reports a
+    read-only mount, for root too."""
+    if not path.exists():
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
 def _intact(path: Path) -> bool:
     """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact)."""
     if not path.exists():
@@ -159,6 +169,7 @@ class SQLiteStore:
         self._generation = 0
         self._owner_pid = os.getpid()
         self._schema_ready_pid = -1
+        self._read_only_logged = False
 
     @property
     def path(self) -> Path:
@@ -650,24 +661,66 @@ class SQLiteStore:
     def _open(self, local: _Local, pid: int) -> sqlite3.Connection:
         # A connection inherited across fork() must not be used (nor closed) here.
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self._path,
-            timeout=_BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-            check_same_thread=False,  # so that close() may close it from any thread
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._prepare(conn, pid)
-        except BaseException:
-            conn.close()
-            raise
+        if _read_only(self._path):
+            conn = self._open_read_only()
+        else:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # so that close() may close it from any thread
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._prepare(conn, pid)
+            except BaseException:
+                conn.close()
+                raise
         with self._lock:
             self._forget_if_forked()
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A read-only connection to a file this process cannot write (read-only file,
+        folder or mount): reads are served, every write fails (a logged miss upstream).
+
+        No journal switch, no schema write, no lock file. ``mode=ro`` first: it reads a
+        WAL file whose ``-shm`` cannot be created as long as no ``-wal`` is left over
+        (SQLite >= 3.22); where that fails too, ``immutable=1`` (nothing can write the
+        file then, so nothing can change under the reader).
+        """
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self._path))
+        last: sqlite3.Error | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(
+                f"{uri}?{flags}",
+                uri=True,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if not isinstance(exc, sqlite3.OperationalError):
+                    raise  # corrupt or not a database: on_corrupt decides
+                last = exc
+                continue
+            if not self._read_only_logged:
+                self._read_only_logged = True
+                log.warning(
+                    "agent-cache: %r is not writable: serving reads only (%s); writes are misses",
+                    str(self._path),
+                    flags,
+                )
+            return conn
+        assert last is not None
+        raise last
 
     def _prepare(self, conn: sqlite3.Connection, pid: int) -> None:
         """Make sure the file is in WAL with the schema, safe from any number of openers.
