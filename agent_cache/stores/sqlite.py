@@ -91,6 +91,19 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+#: How often (seconds) an open store checks that its path still names the open file.
+INODE_CHECK_S = 1.0
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The file's identity (device, inode); ``None`` if there is no file at ``path``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _read_only(path: Path) -> bool:
     """Whether ``path`` exists but this process may not write it or its folder (SQLite
     needs the folder for its ``-wal`` / ``-shm`` files). ``os.access`` also reports a
@@ -170,6 +183,8 @@ class SQLiteStore:
         self._owner_pid = os.getpid()
         self._schema_ready_pid = -1
         self._read_only_logged = False
+        self._checked_at = 0.0
+        self._file_id: tuple[int, int] | None = None
 
     @property
     def path(self) -> Path:
@@ -599,7 +614,33 @@ class SQLiteStore:
         local = self._local
         pid = os.getpid()
         if local.conn is not None and local.generation == self._generation and local.pid == pid:
-            return local.conn
+            if time.monotonic() - self._checked_at < INODE_CHECK_S or self._same_file():
+                return local.conn
+        try:
+            conn = self._open_conn(local, pid)
+        finally:
+            self._checked_at = time.monotonic()
+        self._file_id = _file_id(self._path)
+        return conn
+
+    def _same_file(self) -> bool:
+        """Whether the path still names the file the connections have open; if it was
+        deleted or replaced (they would go on writing to a file nobody else sees),
+        every connection is closed, with a warning, to reopen on what the path holds."""
+        self._checked_at = time.monotonic()
+        now = _file_id(self._path)
+        if now == self._file_id:
+            return True
+        message = (
+            f"agent-cache: the SQLite file {str(self._path)!r} was "
+            f"{'deleted' if now is None else 'replaced'} under this process; reopening"
+        )
+        log.warning(message)
+        self._schema_ready_pid = -1  # the new file may need its schema
+        self.close()
+        return False
+
+    def _open_conn(self, local: _Local, pid: int) -> sqlite3.Connection:
         try:
             return self._open(local, pid)
         except sqlite3.DatabaseError as exc:
