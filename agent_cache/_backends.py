@@ -14,6 +14,8 @@ import logging
 import os
 import re
 import threading
+import time
+import weakref
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -23,7 +25,7 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
 from agent_cache.stats import StatsRecorder
 
-__all__ = ["Backends", "VectorBackend", "report_failure"]
+__all__ = ["Backends", "VectorBackend", "failure_cause", "report_failure"]
 
 log = logging.getLogger("agent_cache")
 
@@ -33,8 +35,68 @@ _PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
 T = TypeVar("T")
 
 
+#: At most one "served as a miss" warning per cause in this many seconds (per cache).
+WARN_EVERY_S = 60.0
+#: Distinct causes tracked per cache; any further one is counted as ``other``.
+_MAX_CAUSES = 32
+_monotonic = time.monotonic  # replaced by tests
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"\d+")
+_CONTEXT = re.compile(r"\s\((?:layer|key|endpoint)=.*\)\Z", re.DOTALL)
+
+
+def failure_cause(exc: BaseException) -> str:
+    """What a failure is, for rate limiting and counting: the layer (backend), the error
+    classes and the underlying message with paths, keys and numbers blanked out, so that
+    every read and write failing for one reason (a full disk, a read-only file, a server
+    down) is one cause.
+
+    Example:
+        >>> from agent_cache.errors import BackendError
+        >>> failure_cause(BackendError("SQLite get failed on '/a/b': disk full", layer="exact"))
+        'exact BackendError: SQLite get failed on _: disk full'
+    """
+    root = exc.__cause__ if exc.__cause__ is not None else exc
+    layer = getattr(exc, "layer", None) or "cache"
+    endpoint = getattr(exc, "endpoint", None)
+    if endpoint:
+        layer = f"{layer} {endpoint}"
+    kind = type(exc).__name__
+    if root is not exc:
+        kind = f"{kind}/{type(root).__name__}"
+    text = _NUMBER.sub("N", _QUOTED.sub("_", _CONTEXT.sub("", str(root))))
+    return f"{layer} {kind}: {text}"[:160]
+
+
+class _FailureLog:
+    """When each cause last warned, and how many of its failures were not logged since."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: dict[str, float] = {}
+        self.suppressed: dict[str, int] = {}
+
+
+_logs: weakref.WeakKeyDictionary[StatsRecorder, _FailureLog] = weakref.WeakKeyDictionary()
+_logs_guard = threading.Lock()
+
+
+def _failure_log(stats: StatsRecorder) -> _FailureLog:
+    with _logs_guard:
+        found = _logs.get(stats)
+        if found is None:
+            found = _logs[stats] = _FailureLog()
+        return found
+
+
 def report_failure(stats: StatsRecorder, exc: Exception, what: str) -> None:
-    """A failing store is a counted, logged miss; bad input or a corrupt file is raised."""
+    """A failing store is a counted, logged miss; bad input or a corrupt file is raised.
+
+    Counted in ``errors`` and per cause in ``errors:<cause>`` (:func:`failure_cause`).
+    Logged as a warning with its traceback at most once per :data:`WARN_EVERY_S` per
+    cause (a full disk or read-only file fails every call); the others are counted in
+    ``warnings_suppressed`` and the next warning of that cause says how many there were.
+    """
     if isinstance(exc, ConfigurationError) or getattr(exc, "fatal", False):
         raise exc  # bad input, or a corrupt file: loud, never a silent miss
     stats.incr("errors")
@@ -42,7 +104,38 @@ def report_failure(stats: StatsRecorder, exc: Exception, what: str) -> None:
         stats.incr("circuit_open")
         log.debug("agent-cache %s skipped, serving as a miss: %s", what, exc)
         return
-    log.warning("agent-cache %s failed, serving as a miss: %s", what, exc, exc_info=exc)
+    flog = _failure_log(stats)
+    cause = failure_cause(exc)
+    now = _monotonic()
+    with flog.lock:
+        if cause not in flog.last and len(flog.last) >= _MAX_CAUSES:
+            cause = "other"
+        last = flog.last.get(cause)
+        warn = last is None or now - last >= WARN_EVERY_S
+        if warn:
+            flog.last[cause] = now
+            quiet = flog.suppressed.pop(cause, 0)
+        else:
+            flog.suppressed[cause] = flog.suppressed.get(cause, 0) + 1
+    stats.incr(f"errors:{cause}")
+    if not warn:
+        stats.incr("warnings_suppressed")
+        log.debug("agent-cache %s failed, serving as a miss: %s", what, exc)
+        return
+    extra = (
+        f" ({quiet} more failures of this cause since the last warning, not logged)"
+        if quiet
+        else ""
+    )
+    log.warning(
+        "agent-cache %s failed, serving as a miss: %s%s; at most one warning per %g s "
+        "for this cause",
+        what,
+        exc,
+        extra,
+        WARN_EVERY_S,
+        exc_info=exc,
+    )
 
 
 def _check_seconds(name: str, value: Any) -> float | None:

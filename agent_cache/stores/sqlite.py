@@ -8,6 +8,7 @@ import re
 import sqlite3
 import threading
 import time
+import urllib.parse
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -91,6 +92,28 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+#: How often (seconds) an open store checks that its path still names the open file.
+INODE_CHECK_S = 1.0
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The file's identity (device, inode); ``None`` if there is no file at ``path``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _read_only(path: Path) -> bool:
+    """Whether ``path`` exists but this process may not write it or its folder (SQLite
+    needs the folder for its ``-wal`` / ``-shm`` files). ``os.access`` also reports a
+    read-only mount, for root too."""
+    if not path.exists():
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
 def _intact(path: Path) -> bool:
     """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact)."""
     if not path.exists():
@@ -160,6 +183,9 @@ class SQLiteStore:
         self._generation = 0
         self._owner_pid = os.getpid()
         self._schema_ready_pid = -1
+        self._read_only_logged = False
+        self._checked_at = 0.0
+        self._file_id: tuple[int, int] | None = None
         _fork.after_fork_in_child(self, SQLiteStore._after_fork)
 
     def _after_fork(self) -> None:
@@ -599,7 +625,33 @@ class SQLiteStore:
         local = self._local
         pid = os.getpid()
         if local.conn is not None and local.generation == self._generation and local.pid == pid:
-            return local.conn
+            if time.monotonic() - self._checked_at < INODE_CHECK_S or self._same_file():
+                return local.conn
+        try:
+            conn = self._open_conn(local, pid)
+        finally:
+            self._checked_at = time.monotonic()
+        self._file_id = _file_id(self._path)
+        return conn
+
+    def _same_file(self) -> bool:
+        """Whether the path still names the file the connections have open; if it was
+        deleted or replaced (they would go on writing to a file nobody else sees),
+        every connection is closed, with a warning, to reopen on what the path holds."""
+        self._checked_at = time.monotonic()
+        now = _file_id(self._path)
+        if now == self._file_id:
+            return True
+        message = (
+            f"agent-cache: the SQLite file {str(self._path)!r} was "
+            f"{'deleted' if now is None else 'replaced'} under this process; reopening"
+        )
+        log.warning(message)
+        self._schema_ready_pid = -1  # the new file may need its schema
+        self.close()
+        return False
+
+    def _open_conn(self, local: _Local, pid: int) -> sqlite3.Connection:
         try:
             return self._open(local, pid)
         except sqlite3.DatabaseError as exc:
@@ -661,24 +713,66 @@ class SQLiteStore:
     def _open(self, local: _Local, pid: int) -> sqlite3.Connection:
         # A connection inherited across fork() must not be used (nor closed) here.
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self._path,
-            timeout=_BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-            check_same_thread=False,  # so that close() may close it from any thread
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            self._prepare(conn, pid)
-        except BaseException:
-            conn.close()
-            raise
+        if _read_only(self._path):
+            conn = self._open_read_only()
+        else:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # so that close() may close it from any thread
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._prepare(conn, pid)
+            except BaseException:
+                conn.close()
+                raise
         with self._lock:
             self._forget_if_forked()
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A read-only connection to a file this process cannot write (read-only file,
+        folder or mount): reads are served, every write fails (a logged miss upstream).
+
+        No journal switch, no schema write, no lock file. ``mode=ro`` first: it reads a
+        WAL file whose ``-shm`` cannot be created as long as no ``-wal`` is left over
+        (SQLite >= 3.22); where that fails too, ``immutable=1`` (nothing can write the
+        file then, so nothing can change under the reader).
+        """
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self._path))
+        last: sqlite3.Error | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            conn = sqlite3.connect(
+                f"{uri}?{flags}",
+                uri=True,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if not isinstance(exc, sqlite3.OperationalError):
+                    raise  # corrupt or not a database: on_corrupt decides
+                last = exc
+                continue
+            if not self._read_only_logged:
+                self._read_only_logged = True
+                log.warning(
+                    "agent-cache: %r is not writable: serving reads only (%s); writes are misses",
+                    str(self._path),
+                    flags,
+                )
+            return conn
+        assert last is not None
+        raise last
 
     def _prepare(self, conn: sqlite3.Connection, pid: int) -> None:
         """Make sure the file is in WAL with the schema, safe from any number of openers.
