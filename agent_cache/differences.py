@@ -55,7 +55,7 @@ from typing import Any
 from agent_cache import lexicon as lx
 from agent_cache._frames import frame_differences
 
-__all__ = ["REASONS", "Analysis", "Difference", "analyze", "explain"]
+__all__ = ["REASONS", "Analysis", "Difference", "analyze", "explain", "shared_ends"]
 
 #: Every refusal reason :func:`analyze` can give, in the order they are checked.
 REASONS = (
@@ -975,7 +975,7 @@ def _uncapitalized(text: str) -> str:
     return text
 
 
-def _shared_ends(a: str, b: str) -> tuple[int, int]:
+def shared_ends(a: str, b: str) -> tuple[int, int]:
     """Lengths of the longest common prefix and (not overlapping it) suffix of ``a``
     and ``b``: a binary search of slice comparisons, O(n log n) in C."""
     most = min(len(a), len(b))
@@ -1000,7 +1000,7 @@ def _shared_ends(a: str, b: str) -> tuple[int, int]:
 def _window(query: str, candidate: str) -> tuple[str, str] | None:
     """The parts of two long texts to analyze (see :data:`MAX_ANALYZED_CHARS`); None:
     they differ over more than that."""
-    prefix, suffix = _shared_ends(query, candidate)
+    prefix, suffix = shared_ends(query, candidate)
     start = max(0, prefix - _WINDOW_CONTEXT)
     while start > 0 and not query[start - 1].isspace():  # a whole word (shared text)
         start -= 1

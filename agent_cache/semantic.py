@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_cache.differences import Analysis, analyze
+from agent_cache.differences import Analysis, analyze, shared_ends
 from agent_cache.errors import ConfigurationError
 
 __all__ = [
@@ -87,18 +87,6 @@ def _flat(text: str) -> tuple[str, str]:
     return flat, flat.lower()
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    lo, hi = 0, n  # binary search on slice equality: C-speed comparisons, O(n log n) worst
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _sentence_start(text: str, at: int) -> int:
     i = at
     while i > 0 and text[i - 1] not in _BOUNDARY:
@@ -135,9 +123,7 @@ def focus(query: str, candidate: str) -> Focus | None:
     (q, ql), (c, cl) = _flat(query), _flat(candidate)
     if len(ql) != len(q) or len(cl) != len(c):  # case folding changed a length: compare raw
         ql, cl = q, c
-    prefix = _common_prefix(ql, cl)
-    rest = min(len(q), len(c)) - prefix
-    suffix = min(_common_prefix(ql[::-1], cl[::-1]), rest)
+    prefix, suffix = shared_ends(ql, cl)
     shared = prefix + suffix
     longest = max(len(q), len(c))
     if shared < SHARED_MIN_CHARS:

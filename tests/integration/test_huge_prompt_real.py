@@ -23,7 +23,9 @@ def _text(size: int, seed: int) -> str:
 def test_a_huge_prompt_through_the_default_embedder(minilm: Any, tmp_path: Path) -> None:
     with LayeredCache(path=tmp_path / "c", embedder=minilm, threshold=0.5) as cache:
         cache.lookup("warm up the model and the analysis")
-        for size, budget in ((150_000, 0.3), (1_000_000, 1.0)):
+        # the bound: <= 1 s of cache overhead per call, whatever the size (a full
+        # 256-token embedding alone is ~0.1-0.3 s on a loaded core)
+        for size, budget in ((150_000, 1.0), (1_000_000, 1.0)):
             prompt = _text(size, size)
             for i in range(5):
                 cache.store(prompt[:2_000] + f" variant {i}", f"short {i}")
