@@ -211,7 +211,8 @@ class Judge:
 
     def _admit(self) -> bool:
         with self._lock:
-            allowed = self._counts["asked"] < self.max_share * max(1, self._counts["seen"])
+            seen = self._counts["seen"]  # 0: used on its own, not behind a cache: no cap
+            allowed = seen == 0 or self._counts["asked"] < self.max_share * seen
             self._counts["asked" if allowed else "capped"] += 1
         return allowed
 
