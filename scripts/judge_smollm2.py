@@ -1,15 +1,14 @@
 """Measure the request judge on the local SmolLM2-135M server: how often it says yes to
 paraphrases and to traps, and its latency (README, trust paragraph). Run with the venv's
-python from the repository root."""
+python from the repository root: ``.venv/bin/python scripts/judge_smollm2.py``."""
 
-import sys, time
+from __future__ import annotations
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+from agent_cache.judge import Judge
 from agent_cache.local_llm import LocalLlamaServer
 from agent_cache.vllm import VllmRouter
-from agent_cache.judge import Judge
 
-PARA = [
+PARAPHRASES = [
     ("What are the signs of diabetes?", "What are the symptoms of diabetes?"),
     ("How do I teach my dog to sit?", "How do I train my dog to sit?"),
     ("How do I restart the service?", "How do I restart the daemon?"),
@@ -21,7 +20,7 @@ PARA = [
     ("How do I back up the DB?", "How do I back up the database?"),
     ("How do I clone a repo?", "How do I clone a repository?"),
 ]
-TRAP = [
+TRAPS = [
     ("Can I bring my dog to the office?", "Do I have to bring my dog to the office?"),
     ("How do I cancel my order?", "How do I track my order?"),
     ("What is the capital of France?", "What is the capital of Spain?"),
@@ -33,19 +32,25 @@ TRAP = [
     ("How do I add a user?", "How do I remove a user?"),
     ("Who wrote Hamlet?", "Who wrote Macbeth?"),
 ]
-with LocalLlamaServer(n_ctx=2048) as srv, VllmRouter([srv.base_url]) as router:
 
-    def call(prompt):
-        r = router.chat(
-            [{"role": "user", "content": prompt}], model=srv.model, max_tokens=3, temperature=0.0
+
+def main() -> None:
+    with LocalLlamaServer(n_ctx=2048) as srv, VllmRouter([srv.base_url]) as router:
+
+        def call(prompt: str) -> object:
+            messages = [{"role": "user", "content": prompt}]
+            return router.chat(messages, model=srv.model, max_tokens=3, temperature=0.0)
+
+        judge = Judge(call, timeout=30)
+        yes_p = sum(judge.ask(a, b) for a, b in PARAPHRASES)
+        yes_t = sum(judge.ask(a, b) for a, b in TRAPS)
+        st = judge.stats()
+        print(
+            f"SmolLM2-135M judge: yes to {yes_p}/{len(PARAPHRASES)} paraphrases, "
+            f"{yes_t}/{len(TRAPS)} traps; p50 {st['p50_ms']:.0f} ms, p95 {st['p95_ms']:.0f} ms; "
+            f"{st['reply_chars']:.0f} reply characters in {st['asked']:.0f} calls"
         )
-        return r
 
-    j = Judge(lambda p: call(p), max_share=1.0, timeout=30)
-    t = time.perf_counter()
-    py = sum(j.ask(a, b) for a, b in PARA)
-    ty = sum(j.ask(a, b) for a, b in TRAP)
-    st = j.stats()
-    print(
-        f"SmolLM2-135M judge: paraphrases said yes {py}/{len(PARA)}, traps said yes {ty}/{len(TRAP)}; p50 {st['p50_ms']:.0f} ms p95 {st['p95_ms']:.0f} ms; reply chars {st['reply_chars']:.0f} for {st['asked']:.0f} calls"
-    )
+
+if __name__ == "__main__":
+    main()
