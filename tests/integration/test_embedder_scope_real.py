@@ -77,8 +77,12 @@ def test_another_dimension_on_one_collection_is_a_logged_semantic_miss(
         assert b.lookup(PARA2) is None
         assert b.lookup(PARA) is None
     failed = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(failed) == 3, failed  # each call: a dimension error, never an open circuit
+    # each call meets the dimension error (counted per cause), logged at most once a
+    # minute per cause, never an open circuit
+    assert 1 <= len(failed) <= 3, failed
     assert all("dimension of 64, got 32" in m and "its own prefix" in m for m in failed)
+    counted = sum(n for k, n in b.stats().counters.items() if k.startswith("errors:"))
+    assert counted == 3, b.stats().counters
     assert b.health()["semantic"] == "closed"  # the server answered: it is up
     exact = b.lookup(Q2)
     assert exact is not None and exact.layer == "exact" and exact.response == "from B"
