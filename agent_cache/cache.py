@@ -55,7 +55,7 @@ CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
 
 
 class LayeredCache:
-    """The layered result cache. See DESIGN.md for the request flow.
+    """The layered result cache (the request flow: ``docs/architecture.md``, Lookup).
 
     Args:
         path: directory for the embedded default: one SQLite database

@@ -211,7 +211,8 @@ class AgentCache(BaseCache):
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        # Stable on purpose: a model's llm_string may embed it (landscape #4).
+        # Stable on purpose: LangChain puts a model's repr, with its cache, into the
+        # llm_string, so an address in it would change every entry's key per process.
         return f"AgentCache(namespace={self.namespace!r}, sampling={self.sampling!r})"
 
     # ------------------------------------------------------------------ pure helpers

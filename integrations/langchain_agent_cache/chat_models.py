@@ -1,11 +1,11 @@
 """``CachedChatModel``: any chat model, cached on every path (invoke, batch, stream).
 
 LangChain's own ``.stream()`` never reads or writes the LLM cache, and a hit fires no
-``on_llm_new_token`` (landscape #1-#3). This wrapper implements ``_stream``/``_astream``
-itself: a hit is replayed as chunks, so callbacks, ``astream_events`` and LangGraph's
-``stream_mode="messages"`` still see tokens; a streamed miss is stored once it completes,
-and concurrent identical streamed misses share one model stream (the core's
-``LayeredCache.fetch_stream``).
+``on_llm_new_token`` (a known LangChain limitation). This wrapper implements
+``_stream``/``_astream`` itself: a hit is replayed as chunks, so callbacks,
+``astream_events`` and LangGraph's ``stream_mode="messages"`` still see tokens; a
+streamed miss is stored once it completes, and concurrent identical streamed misses share
+one model stream (the core's ``LayeredCache.fetch_stream``).
 """
 
 from __future__ import annotations

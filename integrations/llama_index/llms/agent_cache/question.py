@@ -2,8 +2,8 @@
 
 The semantic layer embeds the question alone; everything else in the prompt (system
 prompt, the template, retrieved context, earlier turns, tool results) is scope: an exact
-filter applied before the k-NN (see DESIGN.md). The question is found in three ways, the
-first that works wins:
+filter applied before the k-NN (``docs/architecture.md``, Keys and scope). The question
+is found in three ways, the first that works wins:
 
 1. **Template arguments.** Query engines, chat engines and response synthesizers call
    ``llm.predict/apredict/stream/astream(template, query_str=..., context_str=...)``;
