@@ -200,6 +200,20 @@ class StepCache:
             return value
         return value if isinstance(value, str) else canonical_json(value)
 
+    def _step_key(
+        self, name: str, value: Any, version: str, semantic: bool
+    ) -> tuple[str | None, str, str]:
+        """``(prompt, llm_string, namespace)`` of a step call; ``prompt`` is None when no
+        key can be built (the call then runs uncached)."""
+        llm_string = f"step:{name}@{version}"
+        namespace = f"{self.namespace}-semantic" if semantic else self.namespace
+        if semantic and not isinstance(value, str):
+            raise ConfigurationError("a semantic step needs a str input")
+        prompt = self._keys.prompt(
+            lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
+        )
+        return prompt, llm_string, namespace
+
     def run(
         self,
         name: str,
@@ -214,13 +228,7 @@ class StepCache:
     ) -> Any:
         """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``;
         ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute`."""
-        llm_string = f"step:{name}@{version}"
-        namespace = f"{self.namespace}-semantic" if semantic else self.namespace
-        if semantic and not isinstance(value, str):
-            raise ConfigurationError("a semantic step needs a str input")
-        prompt = self._keys.prompt(
-            lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
-        )
+        prompt, llm_string, namespace = self._step_key(name, value, version, semantic)
         if prompt is None:
             return fn(value)
         return self.cache.get_or_compute(
@@ -247,13 +255,7 @@ class StepCache:
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`run`."""
-        llm_string = f"step:{name}@{version}"
-        namespace = f"{self.namespace}-semantic" if semantic else self.namespace
-        if semantic and not isinstance(value, str):
-            raise ConfigurationError("a semantic step needs a str input")
-        prompt = self._keys.prompt(
-            lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
-        )
+        prompt, llm_string, namespace = self._step_key(name, value, version, semantic)
         if prompt is None:
             return await fn(value)
         return await self.cache.aget_or_compute(
