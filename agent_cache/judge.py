@@ -143,40 +143,28 @@ class Judge:
 
     def ask(self, query: str, candidate: str) -> bool:
         """The verdict for the pair: True only for a "yes" (cached per pair)."""
-        key, cached = self._cached(query, candidate)
-        if cached is not None:
-            return cached
-        if not self._admit():
-            return False
+        key, known = self._begin(query, candidate)
+        if known is not None:
+            return known
         started = time.perf_counter()
-        pool = self._executor()
+        prompt = PROMPT.format(a=query, b=candidate)
         try:
-            reply = pool.submit(self._call, PROMPT.format(a=query, b=candidate)).result(
-                timeout=self.timeout
-            )
+            reply = self._executor().submit(self._call, prompt).result(timeout=self.timeout)
         except Exception:  # a timeout or a failing model: a miss, counted
-            with self._lock:
-                self._counts["failed"] += 1
-            return False
+            return self._failed()
         return self._settle(key, _text(reply), started)
 
     async def aask(self, query: str, candidate: str) -> bool:
         """Async twin of :meth:`ask` (the call runs in a worker thread)."""
-        key, cached = self._cached(query, candidate)
-        if cached is not None:
-            return cached
-        if not self._admit():
-            return False
+        key, known = self._begin(query, candidate)
+        if known is not None:
+            return known
         started = time.perf_counter()
+        prompt = PROMPT.format(a=query, b=candidate)
         try:
-            reply = await asyncio.wait_for(
-                asyncio.to_thread(self._call, PROMPT.format(a=query, b=candidate)),
-                self.timeout,
-            )
+            reply = await asyncio.wait_for(asyncio.to_thread(self._call, prompt), self.timeout)
         except Exception:
-            with self._lock:
-                self._counts["failed"] += 1
-            return False
+            return self._failed()
         return self._settle(key, _text(reply), started)
 
     # ------------------------------------------------------------------ reporting
@@ -208,6 +196,19 @@ class Judge:
                 self._verdicts.move_to_end(key)
                 self._counts["cached"] += 1
         return key, found
+
+    def _begin(self, query: str, candidate: str) -> tuple[str, bool | None]:
+        """The pair's key, and its verdict when no call is needed: the cached one, or
+        False over the share of lookups judged; None: ask the model."""
+        key, cached = self._cached(query, candidate)
+        if cached is not None:
+            return key, cached
+        return key, (None if self._admit() else False)
+
+    def _failed(self) -> bool:
+        with self._lock:
+            self._counts["failed"] += 1
+        return False
 
     def _admit(self) -> bool:
         with self._lock:
