@@ -44,8 +44,6 @@ __all__ = [
 ]
 
 DEFAULT_EMBEDDER = DEFAULT_REPO
-_DEFAULT_ALIASES = DEFAULT_ALIASES
-_bundled_model_dir = bundled_model_dir
 
 
 def resolve_model_path(name: str) -> str:
@@ -60,8 +58,8 @@ def resolve_model_path(name: str) -> str:
         >>> resolve_model_path("./my-model")
         './my-model'
     """
-    if name in _DEFAULT_ALIASES:
-        bundled = _bundled_model_dir()
+    if name in DEFAULT_ALIASES:
+        bundled = bundled_model_dir()
         if bundled is not None:
             return str(bundled)
     return name
@@ -467,7 +465,7 @@ def embedder_identity(embedder: Embedder) -> str:
     if isinstance(embedder, MemoEmbedder | MicroBatcher):
         return embedder_identity(embedder.inner)
     name = str(embedder.name)
-    if name in _DEFAULT_ALIASES:
+    if name in DEFAULT_ALIASES:
         name = DEFAULT_EMBEDDER
     if isinstance(embedder, OnnxEmbedder) and embedder.precision == "int8":
         return f"{name} (onnx-int8)"
@@ -584,7 +582,7 @@ if hasattr(os, "register_at_fork"):
 
 def _shared_key(spec: str, backend: str | None, batching: bool) -> tuple[str, str, bool]:
     prefix, model = _split_backend(spec.strip())
-    model = DEFAULT_EMBEDDER if model in _DEFAULT_ALIASES else model
+    model = DEFAULT_EMBEDDER if model in DEFAULT_ALIASES else model
     local = Path(model).expanduser()
     if local.is_dir():
         model = str(local.resolve())
