@@ -140,6 +140,8 @@ def focus(query: str, candidate: str) -> Focus | None:
         qs = cs = q[_sentence_start(q, len(q) - 1) :].strip() or q[-EMBEDDER_WINDOW_CHARS:]
     if max(len(qs), len(cs)) > EMBEDDER_WINDOW_CHARS:
         return Focus(qs, cs, shared, "long_difference")
+    if qs == q.strip() and cs == c.strip():  # one sentence each: the cosine saw all of it
+        return None
     if len(query) > MAX_CANDIDATE_CHARS or len(candidate) >= MAX_CANDIDATE_CHARS:
         return Focus(qs, cs, shared, "unseen_difference")  # the stored text was cut
     return Focus(qs, cs, shared)
