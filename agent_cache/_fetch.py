@@ -205,7 +205,11 @@ class Fetcher:
                     yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
-        found, negative = self._negative_hit(plan.flight_key)
+        if plan.policy == "bypass":  # as if there were no cache: no flight, no lease
+            return Fetched((yield from self._compute_flow(plan)), computed=True)
+        found, negative = (False, None)
+        if plan.policy != "refresh":
+            found, negative = self._negative_hit(plan.flight_key)
         if found:
             return Fetched(negative)
         got, ran = yield Op(self._flights, "do", (plan.flight_key, lambda: self._lead_flow(plan)))
@@ -215,8 +219,12 @@ class Fetcher:
         return got  # type: ignore[no-any-return]
 
     def _lead_flow(self, plan: Plan) -> Flow[Fetched]:
-        """This process's one caller for the key: contend across processes, compute."""
+        """This process's one caller for the key: contend across processes, compute.
+        Under ``refresh`` no other process's answer is taken (the stored one is what is
+        being replaced): compute at once."""
         ns = plan.req.namespace
+        if plan.policy == "refresh":
+            return Fetched((yield from self._compute_flow(plan)), computed=True)
         lease = Lease(
             self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
         )
@@ -264,7 +272,9 @@ class Fetcher:
         payload = self._encoded(plan, value)
         if payload is NOT_STORED:
             return value
-        refused = self._remember_negative(plan.flight_key, payload, value)
+        refused = plan.policy != "bypass" and self._remember_negative(
+            plan.flight_key, payload, value
+        )
         if plan.policy not in ("no_store", "bypass") and is_cacheable(payload) and not refused:
             own = plan.codec.encode is None and not joined  # the caller's own value
             if own and not self._reads_back(plan, payload):

@@ -1,0 +1,105 @@
+"""Every documented per-request policy does what it says, on every LangChain entry point.
+
+The cache lives on disk (SQLite, as an embedded cache does): a store shared across
+processes is where a leader re-checks for an answer before paying the model, and where
+``refresh`` used to serve the stored answer instead of calling the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_agent_cache import CachedChatModel
+from langchain_core.messages import BaseMessage
+from lc_fakes import CountingChat, chat
+
+from agent_cache import LayeredCache, TtlPolicy
+from agent_cache.testing import HashEmbedder
+
+Entry = Callable[[CachedChatModel, str, Any], str]
+
+
+def _text(message: BaseMessage) -> str:
+    return str(message.content)
+
+
+def _config(policy: str | None) -> Any:
+    return None if policy is None else {"configurable": {"agent_cache": policy}}
+
+
+def _invoke(model: CachedChatModel, q: str, policy: str | None) -> str:
+    return _text(model.invoke(q, config=_config(policy)))
+
+
+def _ainvoke(model: CachedChatModel, q: str, policy: str | None) -> str:
+    return _text(asyncio.run(model.ainvoke(q, config=_config(policy))))
+
+
+def _stream(model: CachedChatModel, q: str, policy: str | None) -> str:
+    return "".join(str(c.content) for c in model.stream(q, config=_config(policy)))
+
+
+def _astream(model: CachedChatModel, q: str, policy: str | None) -> str:
+    async def run() -> str:
+        return "".join([str(c.content) async for c in model.astream(q, config=_config(policy))])
+
+    return asyncio.run(run())
+
+
+def _batch(model: CachedChatModel, q: str, policy: str | None) -> str:
+    return _text(model.batch([q], config=_config(policy))[0])
+
+
+def _abatch(model: CachedChatModel, q: str, policy: str | None) -> str:
+    return _text(asyncio.run(model.abatch([q], config=_config(policy)))[0])
+
+
+ENTRIES: dict[str, Entry] = {
+    "invoke": _invoke,
+    "ainvoke": _ainvoke,
+    "stream": _stream,
+    "astream": _astream,
+    "batch": _batch,
+    "abatch": _abatch,
+}
+
+
+def on_disk(tmp_path: Path) -> LayeredCache:
+    return LayeredCache(
+        path=tmp_path / "cache",
+        embedder=HashEmbedder(dim=256),
+        threshold=0.75,
+        ttl_policy=TtlPolicy(default_ttl=3600, jitter=0.0, tiers=()),
+    )
+
+
+def numbered() -> CountingChat:
+    return chat(*[f"answer {i}" for i in range(20)])
+
+
+@pytest.mark.parametrize("policy", ["bypass", "refresh", "no_store"])
+@pytest.mark.parametrize("entry", list(ENTRIES))
+def test_policy_does_what_it_says(tmp_path: Path, entry: str, policy: str) -> None:
+    run = ENTRIES[entry]
+    model = numbered()
+    wrapper = CachedChatModel(llm=model, cache=on_disk(tmp_path))
+    q = "What is retrieval augmented generation?"
+    seeded = run(wrapper, q, None)
+    assert (seeded, model.calls) == ("answer 0", 1)
+
+    got = run(wrapper, q, policy)
+    after = run(wrapper, q, None)
+    if policy == "bypass":  # the model, as if there were no cache; nothing written
+        assert (got, after, model.calls) == ("answer 1", "answer 0", 2)
+    elif policy == "refresh":  # the model, and its answer replaces the entry
+        assert (got, after, model.calls) == ("answer 1", "answer 1", 2)
+    else:  # no_store: served from the cache; a miss is computed and not written
+        assert (got, after, model.calls) == ("answer 0", "answer 0", 1)
+        other = "How do I reset my password?"
+        assert run(wrapper, other, policy) == "answer 1"
+        assert run(wrapper, other, None) == "answer 2"
+        assert model.calls == 3
