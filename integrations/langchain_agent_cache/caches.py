@@ -5,9 +5,9 @@ Use it globally (``set_llm_cache(AgentCache())``) or per model (``ChatOpenAI(cac
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-import threading
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -17,6 +17,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,7 +54,13 @@ log = logging.getLogger("agent_cache.langchain")
 Sampling = Literal["cache", "skip", "n_samples"]
 _SAMPLING = ("cache", "skip", "n_samples")
 _RECORD_VERSION = 1
-_READS = ("use", "no_store")  # the policies that read the cache
+#: Context key of an ``n_samples`` answer's slot (slot 0 is the unsampled entry's key).
+SAMPLE_KEY = "agent_cache_sample"
+# The slots that this context's ``lookup`` misses chose, for the ``update`` that follows
+# (LangChain's BaseCache calls lookup, the model, then update, in one context).
+_MISSED_SLOTS: ContextVar[dict[tuple[str, str], int] | None] = ContextVar(
+    "agent_cache_missed_slots", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,11 @@ class _Plan:
     context: dict[str, Any] | None
     llm_string: str  # the model identity the core keys on
     mode: str  # "cache" | "skip" | "n_samples" for this call
+    slot: int = 0  # the n_samples slot this call reads and writes
+
+    def policy(self, given: CachePolicy) -> CachePolicy:
+        """The core policy of this call: a skipped sampled call neither reads nor writes."""
+        return "bypass" if self.mode == "skip" else given
 
 
 def _worth_storing(generations: Sequence[Generation]) -> bool:
@@ -112,6 +124,11 @@ def _copy(chunk: ChatGenerationChunk, update: dict[str, Any] | None = None) -> C
         message=chunk.message.model_copy(update=update or {}),
         generation_info=chunk.generation_info,
     )
+
+
+def _slotted(context: dict[str, Any] | None, slot: int) -> dict[str, Any] | None:
+    """The scope of one ``n_samples`` slot: slot 0 is the unsampled scope itself."""
+    return context if slot == 0 else {**(context or {}), SAMPLE_KEY: slot}
 
 
 def _again(policy: CachePolicy) -> CachePolicy:
@@ -149,8 +166,11 @@ class AgentCache(BaseCache):
         namespace: the core namespace (own threshold, version and invalidation).
         sampling: what to do when the call samples (temperature > 0): ``"cache"`` (the
             default: cache as usual), ``"skip"`` (neither read nor write), or
-            ``"n_samples"`` (keep up to ``n_samples`` answers, miss until there are that
-            many, then rotate among them: self-consistency keeps its diversity).
+            ``"n_samples"`` (keep ``n_samples`` answers in as many slots, each sampled
+            request taking the next slot in turn: a miss until every slot holds an
+            answer, then a rotation among them, so self-consistency keeps its
+            diversity). Both go through the core's ``fetch`` like any request: a skipped
+            call is the core's ``"bypass"``, a slot is one entry (one lookup a request).
         n_samples: how many answers ``"n_samples"`` keeps.
         ttl: seconds an entry stays valid (``None``: the core's TTL policy).
         tags: tags on every entry, for ``LayeredCache.invalidate``.
@@ -207,8 +227,7 @@ class AgentCache(BaseCache):
         self.tags = tuple(tags)
         self.mark_hits = mark_hits
         self.ignore_fields = frozenset(ignore_fields)
-        self._turns: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._turn = itertools.count()  # the n_samples slots, taken in turn
 
     def __repr__(self) -> str:
         # Stable on purpose: LangChain puts a model's repr, with its cache, into the
@@ -216,26 +235,27 @@ class AgentCache(BaseCache):
         return f"AgentCache(namespace={self.namespace!r}, sampling={self.sampling!r})"
 
     # ------------------------------------------------------------------ pure helpers
-    def _plan(self, prompt: str, llm_string: str) -> _Plan:
+    def _plan(self, prompt: str, llm_string: str, slot: int | None = None) -> _Plan:
+        """The core request of one call; an ``n_samples`` call takes ``slot``, else the
+        next slot in turn."""
         split = split_prompt(prompt)
         temperature = temperature_of(llm_string)
         sampled = temperature is not None and temperature > 0
-        return _Plan(
-            split.question,
-            split.context,
-            model_identity(llm_string, self.ignore_fields),
-            self.sampling if sampled else "cache",
-        )
+        mode = self.sampling if sampled else "cache"
+        if mode == "n_samples":
+            slot = next(self._turn) % self.n_samples if slot is None else slot
+        else:
+            slot = 0
+        identity = model_identity(llm_string, self.ignore_fields)
+        return _Plan(split.question, _slotted(split.context, slot), identity, mode, slot)
 
-    def _result(self, hit: CacheHit | None, plan: _Plan) -> CachedResult | None:
+    def _result(self, hit: CacheHit | None) -> CachedResult | None:
         if hit is None:
             return None
         try:
-            generations = self._pick(hit, plan)
+            generations = decode_generations(self._samples(hit.response, hit.key)[0])
         except (SerializationError, KeyError, TypeError, ValueError) as exc:
             log.warning("agent-cache: unreadable LLM entry %s served as a miss: %s", hit.key, exc)
-            return None
-        if generations is None:
             return None
         if self.mark_hits:
             generations = mark_hit(generations, hit)
@@ -245,6 +265,7 @@ class AgentCache(BaseCache):
     def _samples(record: Any, key: str | None = None) -> list[Any]:
         if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
             raise SerializationError("not an LLM entry written by AgentCache", key=key)
+        # "samples": the former n_samples record (its first answer is served)
         return list(record.get("samples") or [record["generations"]])
 
     def _decode(self, record: Any) -> list[Generation]:
@@ -256,25 +277,13 @@ class AgentCache(BaseCache):
         """The record to store for a model call's generations, or ``NOT_STORED``."""
 
         def encode(generations: Sequence[Generation]) -> Any:
-            record = self._record(generations, plan, None)
+            record = self._record(generations, plan)
             return NOT_STORED if record is None else record
 
         return encode
 
-    def _pick(self, hit: CacheHit, plan: _Plan) -> list[Generation] | None:
-        samples = self._samples(hit.response, hit.key)
-        if plan.mode != "n_samples":
-            return decode_generations(samples[0])
-        if len(samples) < self.n_samples:
-            return None  # collect more answers first
-        with self._lock:
-            turn = self._turns.get(hit.key, 0)
-            self._turns[hit.key] = turn + 1
-        return decode_generations(samples[turn % len(samples)])
-
-    def _record(
-        self, generations: Sequence[Generation], plan: _Plan, existing: CacheHit | None
-    ) -> dict[str, Any] | None:
+    @staticmethod
+    def _record(generations: Sequence[Generation], plan: _Plan) -> dict[str, Any] | None:
         if plan.mode == "skip" or not _worth_storing(generations):
             return None
         try:
@@ -282,15 +291,7 @@ class AgentCache(BaseCache):
         except Uncacheable as exc:
             log.warning("agent-cache: LLM result not cached: %s", exc)
             return None
-        if plan.mode != "n_samples":
-            return {"v": _RECORD_VERSION, "generations": encoded}
-        samples: list[Any] = []
-        if existing is not None and existing.layer == "exact":
-            old = existing.response
-            if isinstance(old, Mapping) and isinstance(old.get("samples"), list):
-                samples = list(old["samples"])
-        samples = [*samples, encoded][-self.n_samples :]
-        return {"v": _RECORD_VERSION, "samples": samples}
+        return {"v": _RECORD_VERSION, "generations": encoded}
 
     # ------------------------------------------------------------------ richer lookups
     def lookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
@@ -301,7 +302,7 @@ class AgentCache(BaseCache):
         hit = self.layered.lookup(
             plan.question, plan.llm_string, self.namespace, context=plan.context
         )
-        return self._result(hit, plan)
+        return self._looked_up(prompt, llm_string, plan, hit)
 
     async def alookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
         """Async twin of :meth:`lookup_result`."""
@@ -311,19 +312,27 @@ class AgentCache(BaseCache):
         hit = await self.layered.alookup(
             plan.question, plan.llm_string, self.namespace, context=plan.context
         )
-        return self._result(hit, plan)
+        return self._looked_up(prompt, llm_string, plan, hit)
 
-    def _own_lookup(self, prompt: str, llm_string: str, policy: CachePolicy) -> CachedResult | None:
-        """The read of a request the core's fetch does not serve (``"skip"`` and
-        ``"n_samples"`` read and write on their own): none under ``"bypass"`` and
-        ``"refresh"``."""
-        return self.lookup_result(prompt, llm_string) if policy in _READS else None
-
-    async def _aown_lookup(
-        self, prompt: str, llm_string: str, policy: CachePolicy
+    def _looked_up(
+        self, prompt: str, llm_string: str, plan: _Plan, hit: CacheHit | None
     ) -> CachedResult | None:
-        """Async twin of :meth:`_own_lookup`."""
-        return await self.alookup_result(prompt, llm_string) if policy in _READS else None
+        """A lookup's result; an ``n_samples`` miss leaves its slot to the ``update``
+        that follows in this context."""
+        found = self._result(hit)
+        if found is None and plan.mode == "n_samples":
+            missed = _MISSED_SLOTS.get()
+            if missed is None or len(missed) > 256:  # bounded: a lookup may have no update
+                missed = {}
+                _MISSED_SLOTS.set(missed)
+            missed[(prompt, llm_string)] = plan.slot
+        return found
+
+    def _update_plan(self, prompt: str, llm_string: str) -> _Plan:
+        """The plan of an ``update``: the slot its ``lookup`` missed, if any."""
+        missed = _MISSED_SLOTS.get()
+        slot = None if missed is None else missed.pop((prompt, llm_string), None)
+        return self._plan(prompt, llm_string, slot)
 
     # ------------------------------------------------------------------ one request path
     def fetch_result(
@@ -343,17 +352,9 @@ class AgentCache(BaseCache):
             >>> got.hit is None and got.computed  # a miss, paid for once  # doctest: +SKIP
         """
         plan = self._plan(prompt, llm_string)
-        if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
-            found = self._own_lookup(prompt, llm_string, policy)
-            if found is not None:
-                return FetchedResult(found.generations, found.hit, False)
-            generations = list(compute())
-            if policy != "no_store":
-                self.update(prompt, llm_string, generations)
-            return FetchedResult(generations, None, True)
         got = self.layered.fetch(
             plan.question, lambda: list(compute()), plan.llm_string, self.namespace,
-            context=plan.context, policy=policy, ttl=self.ttl, tags=self.tags,
+            context=plan.context, policy=plan.policy(policy), ttl=self.ttl, tags=self.tags,
             tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
         )  # fmt: skip
         return self._fetched(got)
@@ -368,21 +369,13 @@ class AgentCache(BaseCache):
     ) -> FetchedResult:
         """Async twin of :meth:`fetch_result`."""
         plan = self._plan(prompt, llm_string)
-        if plan.mode != "cache":
-            found = await self._aown_lookup(prompt, llm_string, policy)
-            if found is not None:
-                return FetchedResult(found.generations, found.hit, False)
-            generations = list(await compute())
-            if policy != "no_store":
-                await self.aupdate(prompt, llm_string, generations)
-            return FetchedResult(generations, None, True)
 
         async def run() -> list[Generation]:
             return list(await compute())
 
         got = await self.layered.afetch(
             plan.question, run, plan.llm_string, self.namespace,
-            context=plan.context, policy=policy, ttl=self.ttl, tags=self.tags,
+            context=plan.context, policy=plan.policy(policy), ttl=self.ttl, tags=self.tags,
             tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
         )  # fmt: skip
         return self._fetched(got)
@@ -420,19 +413,10 @@ class AgentCache(BaseCache):
             ...     print(chunk.text, end="")
         """
         plan = self._plan(prompt, llm_string)
-        if plan.mode != "cache":  # "skip" and "n_samples" read and write on their own
-            found = self._own_lookup(prompt, llm_string, policy)
-            if found is not None:
-                yield from replay_chunks(found.generations[0])
-                return
-            chunks = [_copy(c) for c in start_stream()]
-            yield from chunks
-            if chunks and policy not in ("no_store", "bypass"):
-                self.update(prompt, llm_string, generate_from_stream(iter(chunks)).generations)
-            return
+        policy = plan.policy(policy)
         got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, policy))
         if got.served:
-            served = self._served(got, plan)
+            served = self._served(got)
             if served is not None:
                 yield from replay_chunks(served[0])
                 return
@@ -456,22 +440,10 @@ class AgentCache(BaseCache):
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async twin of :meth:`stream_result`."""
         plan = self._plan(prompt, llm_string)
-        if plan.mode != "cache":
-            found = await self._aown_lookup(prompt, llm_string, policy)
-            if found is not None:
-                for chunk in replay_chunks(found.generations[0]):
-                    yield chunk
-                return
-            chunks = [_copy(c) async for c in start_stream()]
-            for chunk in chunks:
-                yield chunk
-            if chunks and policy not in ("no_store", "bypass"):
-                generations = generate_from_stream(iter(chunks)).generations
-                await self.aupdate(prompt, llm_string, generations)
-            return
+        policy = plan.policy(policy)
         got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, policy))
         if got.served:
-            served = self._served(got, plan)
+            served = self._served(got)
             if served is not None:
                 for chunk in replay_chunks(served[0]):
                     yield chunk
@@ -493,7 +465,7 @@ class AgentCache(BaseCache):
 
         def join(chunks: list[ChatGenerationChunk]) -> dict[str, Any] | None:
             joined.append(list(generate_from_stream(iter(chunks)).generations))
-            return self._record(joined[0], plan, None)
+            return self._record(joined[0], plan)
 
         return {
             "prompt": plan.question,
@@ -508,11 +480,11 @@ class AgentCache(BaseCache):
             "tokens": lambda _record: _tokens(joined[0]) if joined else None,
         }
 
-    def _served(self, got: Any, plan: _Plan) -> list[Generation] | None:
+    def _served(self, got: Any) -> list[Generation] | None:
         """The generations of a served stream outcome (a hit, or a negative entry);
         ``None``: unreadable, the model must be called."""
         if got.hit is not None:
-            found = self._result(got.hit, plan)
+            found = self._result(got.hit)
             return None if found is None else found.generations
         record = got.value
         if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
@@ -548,14 +520,10 @@ class AgentCache(BaseCache):
         return None if found is None else found.generations
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
-        """Store every generation of a model call (not stored: empty or unserializable)."""
-        plan = self._plan(prompt, llm_string)
-        existing = None
-        if plan.mode == "n_samples":
-            existing = self.layered.lookup(
-                plan.question, plan.llm_string, self.namespace, context=plan.context
-            )
-        record = self._record(return_val, plan, existing)
+        """Store every generation of a model call (not stored: empty or unserializable;
+        a skipped sampled call); an ``n_samples`` call fills the slot its lookup missed."""
+        plan = self._update_plan(prompt, llm_string)
+        record = self._record(return_val, plan)
         if record is None:
             return
         self.layered.store(
@@ -566,13 +534,8 @@ class AgentCache(BaseCache):
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         """Async twin of :meth:`update`."""
-        plan = self._plan(prompt, llm_string)
-        existing = None
-        if plan.mode == "n_samples":
-            existing = await self.layered.alookup(
-                plan.question, plan.llm_string, self.namespace, context=plan.context
-            )
-        record = self._record(return_val, plan, existing)
+        plan = self._update_plan(prompt, llm_string)
+        record = self._record(return_val, plan)
         if record is None:
             return
         await self.layered.astore(
@@ -584,14 +547,10 @@ class AgentCache(BaseCache):
     def clear(self, **kwargs: Any) -> None:
         """Remove this cache's entries (``namespace=`` another one, or ``None`` for all)."""
         self.layered.clear(namespace=kwargs.get("namespace", self.namespace))
-        with self._lock:
-            self._turns.clear()
 
     async def aclear(self, **kwargs: Any) -> None:
         """Async twin of :meth:`clear`."""
         await self.layered.aclear(namespace=kwargs.get("namespace", self.namespace))
-        with self._lock:
-            self._turns.clear()
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

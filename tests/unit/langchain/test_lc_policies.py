@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_agent_cache import CachedChatModel
+from langchain_agent_cache import AgentCache, CachedChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.outputs import Generation
 from lc_fakes import CountingChat, chat
 
 from agent_cache import LayeredCache, TtlPolicy
@@ -103,3 +104,52 @@ def test_policy_does_what_it_says(tmp_path: Path, entry: str, policy: str) -> No
         assert run(wrapper, other, policy) == "answer 1"
         assert run(wrapper, other, None) == "answer 2"
         assert model.calls == 3
+
+
+# ---------------------------------------------------------------- sampled requests
+HOT = "model=fake---[('stop', None), ('temperature', 0.9)]"
+
+
+@pytest.mark.parametrize("sampling", ["skip", "n_samples"])
+def test_sampled_request_under_bypass_writes_nothing(tmp_path: Path, sampling: str) -> None:
+    layered = on_disk(tmp_path)
+    cache = AgentCache(layered, sampling=sampling, n_samples=2)  # type: ignore[arg-type]
+    got = cache.fetch_result("a poem", HOT, lambda: [Generation(text="roses")], policy="bypass")
+    assert got.computed and got.generations[0].text == "roses"
+    assert layered.stats().stores == 0
+    assert layered.entry_counts().get("exact", 0) == 0
+
+
+def test_n_samples_request_is_one_lookup(tmp_path: Path) -> None:
+    layered = on_disk(tmp_path)
+    cache = AgentCache(layered, sampling="n_samples", n_samples=2)
+    answers = iter(["roses", "violets", "tulips", "daisies"])
+    served = [
+        cache.fetch_result("a poem", HOT, lambda: [Generation(text=next(answers))])
+        .generations[0]
+        .text
+        for _ in range(4)
+    ]
+    assert served == ["roses", "violets", "roses", "violets"]  # two kept, then rotated
+    stats = layered.stats()
+    assert stats.lookups == 4  # one lookup per request, never two
+    assert (stats.hits["exact"], stats.misses) == (2, 2)
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+def test_sampled_chat_goes_through_the_core(tmp_path: Path, entry: str) -> None:
+    """``n_samples`` keeps two answers and rotates; ``skip`` pays every call, writes none."""
+    run = ENTRIES[entry]
+    for sampling, expected, calls in (
+        ("n_samples", ["answer 0", "answer 1", "answer 0", "answer 1"], 2),
+        ("skip", ["answer 0", "answer 1", "answer 2", "answer 3"], 4),
+    ):
+        layered = on_disk(tmp_path / sampling)
+        cache = AgentCache(layered, sampling=sampling, n_samples=2)  # type: ignore[arg-type]
+        model = numbered()
+        wrapper = CachedChatModel(llm=model, cache=cache, temperature=0.9)
+        assert [run(wrapper, "Write a poem.", None) for _ in range(4)] == expected
+        assert model.calls == calls
+        stats = layered.stats()  # one request each; a skipped one is the core's bypass
+        bypassed, stores = (0, 2) if sampling == "n_samples" else (4, 0)
+        assert (stats.lookups, stats.bypassed, stats.stores) == (4, bypassed, stores)
