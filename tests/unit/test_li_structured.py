@@ -110,3 +110,34 @@ def test_a_cached_answer_that_fails_the_parse_is_evicted() -> None:
     assert llm.structured_predict(City, PROMPT, country="Norway").name == "Oslo"
     assert inner._calls == 3
     assert llm.cache.stats().evicted == 1
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "complete"])
+def test_refresh_inside_structured_prediction_goes_through_the_core(chat: bool) -> None:
+    llm, inner = make('{"name": "Bergen"}', '{"name": "Oslo"}', chat=chat)
+    assert llm.structured_predict(City, PROMPT, country="Norway").name == "Bergen"
+    before = llm.cache.stats()
+    refresh = {"agent_cache": "refresh"}
+    assert llm.structured_predict(City, PROMPT, llm_kwargs=refresh, country="Norway").name == (
+        "Oslo"
+    )
+    after = llm.cache.stats()
+    assert inner._calls == 2
+    # a request the core saw (counted, through its model gate), not a bare model call
+    assert (after.lookups, after.bypassed) == (before.lookups + 1, before.bypassed + 1)
+    assert llm.structured_predict(City, PROMPT, country="Norway").name == "Oslo"  # kept
+    assert inner._calls == 2
+
+
+def test_async_refresh_inside_structured_prediction_goes_through_the_core() -> None:
+    llm, inner = make('{"name": "Porto"}', '{"name": "Braga"}')
+    refresh = {"agent_cache": "refresh"}
+
+    async def go() -> list[str]:
+        first = await llm.astructured_predict(City, PROMPT, country="Portugal")
+        again = await llm.astructured_predict(City, PROMPT, llm_kwargs=refresh, country="Portugal")
+        kept = await llm.astructured_predict(City, PROMPT, country="Portugal")
+        return [first.name, again.name, kept.name]
+
+    assert asyncio.run(go()) == ["Porto", "Braga", "Braga"]
+    assert inner._calls == 2 and llm.cache.stats().bypassed == 1

@@ -78,6 +78,9 @@ _INHERITED = (
 _MISS: dict[str, Any] = {"hit": False}
 #: ``llm.chat(messages, agent_cache="bypass")``: the request's cache policy (never passed on).
 _POLICY_KWARG = "agent_cache"
+#: The core policy of a request inside a structured call, whose write waits for the parse
+#: (``refresh``: the core's ``bypass``, a model call that neither reads nor writes).
+_DEFERRED = {"use": "no_store", "no_store": "no_store", "refresh": "bypass", "bypass": "bypass"}
 
 
 @dataclass(frozen=True)
@@ -338,14 +341,10 @@ class CachedLLM(FunctionCallingLLM):
     ) -> Fetched:
         """``LayeredCache.fetch``; inside a structured call the write waits for the parse."""
         pending = _structured.current()
-        if pending is None:
-            return self._cache.fetch(compute=compute, **self._fetch_args(call, policy, codec))
-        if policy == "refresh":  # skip the read, and the core's write with it
-            got = Fetched(compute(), computed=True)
-        else:
-            deferred = "no_store" if policy == "use" else policy
-            got = self._cache.fetch(compute=compute, **self._fetch_args(call, deferred, codec))
-        self._defer(pending, call, got, policy, codec)
+        core = policy if pending is None else _DEFERRED[policy]
+        got = self._cache.fetch(compute=compute, **self._fetch_args(call, core, codec))
+        if pending is not None:
+            self._defer(pending, call, got, policy, codec)
         return got
 
     async def _afetch(
@@ -353,18 +352,10 @@ class CachedLLM(FunctionCallingLLM):
     ) -> Fetched:
         """Async twin of :meth:`_fetch`."""
         pending = _structured.current()
-        if pending is None:
-            return await self._cache.afetch(
-                compute=compute, **self._fetch_args(call, policy, codec)
-            )
-        if policy == "refresh":
-            got = Fetched(await compute(), computed=True)
-        else:
-            deferred = "no_store" if policy == "use" else policy
-            got = await self._cache.afetch(
-                compute=compute, **self._fetch_args(call, deferred, codec)
-            )
-        self._defer(pending, call, got, policy, codec)
+        core = policy if pending is None else _DEFERRED[policy]
+        got = await self._cache.afetch(compute=compute, **self._fetch_args(call, core, codec))
+        if pending is not None:
+            self._defer(pending, call, got, policy, codec)
         return got
 
     def _defer(
