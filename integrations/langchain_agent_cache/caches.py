@@ -5,6 +5,7 @@ Use it globally (``set_llm_cache(AgentCache())``) or per model (``ChatOpenAI(cac
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
@@ -36,6 +37,7 @@ from agent_cache import (
     SerializationError,
     default_cache,
 )
+from agent_cache._names import reject_unknown
 from langchain_agent_cache._chat import (
     ENDPOINT_FIELDS,
     mark_coalesced,
@@ -148,6 +150,10 @@ def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
     return spent if spent["input"] or spent["output"] else None
 
 
+#: The ``LayeredCache`` arguments ``AgentCache(**layered)`` passes on.
+_LAYERED_ARGS = frozenset(inspect.signature(LayeredCache.__init__).parameters) - {"self"}
+
+
 class AgentCache(BaseCache):
     """A LangChain LLM cache backed by the layered exact + semantic cache.
 
@@ -200,6 +206,8 @@ class AgentCache(BaseCache):
         ignore_fields: frozenset[str] = ENDPOINT_FIELDS,
         **layered: Any,
     ) -> None:
+        own = set(inspect.signature(AgentCache.__init__).parameters) - {"self", "layered"}
+        reject_unknown("AgentCache", layered, _LAYERED_ARGS | own)
         if cache is not None and layered:
             raise ConfigurationError("pass either cache= or LayeredCache arguments, not both")
         if sampling not in _SAMPLING:

@@ -10,6 +10,7 @@ one model stream (the core's ``LayeredCache.fetch_stream``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, model_validator
 
 from agent_cache import ConfigurationError, LayeredCache, default_cache
+from agent_cache._names import reject_unknown
 from agent_cache.policy import request_policy
 from agent_cache.shared import DEFAULT_PATH
 from langchain_agent_cache._chat import replay_chunks
@@ -135,7 +137,8 @@ class CachedChatModel(BaseChatModel):
     Args:
         llm: the chat model to wrap, or ``"provider:model"`` for LangChain's
             ``init_chat_model`` (reads the provider's key from the environment).
-        cache: an :class:`AgentCache` or a ``LayeredCache``; ``None``/``True``: the shared
+        cache: an :class:`AgentCache`, a ``LayeredCache`` or a directory (the process's
+            shared cache there, as ``AgentCache(path)``); ``None``/``True``: the shared
             embedded cache (``agent_cache.default_cache()``, ``.agent_cache``); ``False``:
             off (the wrapped model is called every time, nothing is opened or written).
         embedder: the semantic layer's embedding model for a cache of its own at
@@ -169,15 +172,24 @@ class CachedChatModel(BaseChatModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        fields = {alias for f in cls.model_fields.values() if (alias := f.alias)}
+        reject_unknown(
+            "CachedChatModel",
+            data,
+            {*cls.model_fields, *fields, "cache", "embedder"},
+            elsewhere="the AgentCache / LayeredCache given as cache=",
+        )
         if isinstance(data.get("llm"), str):
             data["llm"] = _init_chat_model(data["llm"])
         off = "cache" in data and data["cache"] is False
         given = data.pop("cache", None)
+        if isinstance(given, str | os.PathLike):  # CachedChatModel(cache=".agent_cache")
+            given = AgentCache(given)
         if given is not None and not isinstance(given, bool):
             if not isinstance(given, AgentCache | LayeredCache):
                 raise ConfigurationError(
-                    "CachedChatModel(cache=...) takes an AgentCache, a LayeredCache, True "
-                    f"(the shared default) or False (off), not {given!r}"
+                    "CachedChatModel(cache=...) takes an AgentCache, a LayeredCache, a "
+                    f"directory, True (the shared default) or False (off), not {given!r}"
                 )
             data["agent_cache"] = given
         if isinstance(data.get("agent_cache"), LayeredCache):

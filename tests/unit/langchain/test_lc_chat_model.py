@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -332,8 +333,18 @@ def test_cache_argument_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     assert CachedChatModel(llm=chat("a"), cache=True).agent_cache.layered is default
     assert CachedChatModel(llm=chat("a"), cache=False).agent_cache is None
     assert CachedChatModel(llm=chat("a"), cache=layered).cache is False  # LangChain's path off
-    with pytest.raises(ValueError, match="takes an AgentCache, a LayeredCache"):
-        CachedChatModel(llm=chat("a"), cache="sqlite")
+    with pytest.raises(ValueError, match="takes an AgentCache, a LayeredCache, a directory"):
+        CachedChatModel(llm=chat("a"), cache=42)  # type: ignore[arg-type]
+
+
+def test_cache_argument_may_be_a_directory(tmp_path: Path) -> None:
+    """``cache=".agent_cache"``, as ``CachedLLM`` and ``AgentCache(path)`` take it: the
+    process's shared cache there."""
+    where = tmp_path / "cache"
+    model = CachedChatModel(llm=chat("a"), cache=str(where))
+    assert model.agent_cache is not None
+    assert model.agent_cache.layered is AgentCache(where).layered
+    assert Path(str(model.agent_cache.layered.path)) == where.resolve()
 
 
 def test_serialized_wrapper_loads_back_without_its_cache(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,6 +56,7 @@ from agent_cache import (
     LayeredCache,
     SerializationError,
 )
+from agent_cache._names import reject_unknown
 from agent_cache.policy import request_policy
 
 __all__ = ["CachedLLM"]
@@ -76,6 +77,11 @@ _INHERITED = (
     "query_wrapper_prompt",
 )
 _MISS: dict[str, Any] = {"hit": False}
+# CachedLLM's own constructor arguments (beside LlamaIndex's LLM fields).
+_OWN_ARGS = frozenset(
+    {"llm", "cache", "namespace", "ttl", "tags", "llm_string", "embedder",
+     "question_extractor", "singleflight_timeout", "cache_path"}
+)  # fmt: skip
 #: ``llm.chat(messages, agent_cache="bypass")``: the request's cache policy (never passed on).
 _POLICY_KWARG = "agent_cache"
 #: The core policy of a request inside a structured call, whose write waits for the parse
@@ -207,9 +213,32 @@ class CachedLLM(FunctionCallingLLM):
         llm: LLM,
         cache: CacheArg = None,
         *,
+        namespace: str = "default",
+        ttl: float | None = None,
+        tags: Sequence[str] = (),
+        llm_string: str | None = None,
+        embedder: Any = None,
         question_extractor: QuestionExtractor | None = None,
-        **kwargs: Any,
+        singleflight_timeout: float = 60.0,
+        cache_path: str | None = None,
+        **llm_fields: Any,
     ) -> None:
+        """``llm_fields``: LlamaIndex's own ``LLM`` fields (``system_prompt``,
+        ``callback_manager``, ...; by default the wrapped LLM's); any other name is refused
+        with the names meant (``embed_model=`` is ``embedder=``)."""
+        reject_unknown(
+            "CachedLLM", llm_fields, {*LLM.model_fields, *_OWN_ARGS},
+            elsewhere="the LayeredCache given as cache=",
+        )  # fmt: skip
+        kwargs: dict[str, Any] = {
+            **llm_fields,
+            "namespace": namespace,
+            "ttl": ttl,
+            "tags": list(tags),
+            "llm_string": llm_string,
+            "embedder": embedder,
+            "singleflight_timeout": singleflight_timeout,
+        }
         for name in _INHERITED:
             value = getattr(llm, name, None)
             if value is not None:
@@ -217,8 +246,7 @@ class CachedLLM(FunctionCallingLLM):
         if isinstance(llm, Mapping):  # from_dict / a pickled state: rebuild the wrapped LLM
             llm = _load_llm(llm)
         if cache is None:
-            cache = kwargs.get("cache_path")  # a pickled or serialized CachedLLM
-        embedder = kwargs.get("embedder")
+            cache = cache_path  # a pickled or serialized CachedLLM
         if embedder is None:
             resolved = resolve_cache(cache)
         elif isinstance(cache, LayeredCache):
