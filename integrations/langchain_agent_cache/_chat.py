@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation
 
 from agent_cache import CacheHit
+from agent_cache.markers import hit_info
 
 __all__ = [
     "ENDPOINT_FIELDS",
@@ -26,6 +27,7 @@ __all__ = [
     "SplitPrompt",
     "mark_coalesced",
     "mark_hit",
+    "mark_miss",
     "model_identity",
     "replay_chunks",
     "split_prompt",
@@ -211,27 +213,30 @@ def temperature_of(llm_string: str) -> float | None:
 def mark_hit(generations: Sequence[Generation], hit: CacheHit) -> list[Generation]:
     """Copies of ``generations`` that say they came from the cache.
 
-    Chat messages get ``response_metadata["agent_cache"]`` (layer, score, matched
-    question, key, and the usage the original call spent) and a zero ``usage_metadata``:
-    a hit cost no new tokens. Run ids of the original call are dropped.
+    Chat messages get ``response_metadata["agent_cache"]`` (:mod:`agent_cache.markers`:
+    ``hit`` true, layer, score, matched question, key, and as ``saved_usage`` the usage
+    the original call spent) and a zero ``usage_metadata``: a hit cost no new tokens.
+    Run ids of the original call are dropped.
     """
-    info: dict[str, Any] = {
-        "layer": hit.layer,
-        "score": hit.score,
-        "matched_prompt": hit.matched_prompt,
-        "key": hit.key,
-    }
-    return _mark(generations, info)
+    return _mark(generations, hit_info(hit), served=True)
 
 
 def mark_coalesced(generations: Sequence[Generation]) -> list[Generation]:
     """Copies of ``generations`` answered by a concurrent identical call: marked
-    ``response_metadata["agent_cache"] = {"layer": None, "coalesced": True}``, zero usage
-    (that call, not this one, spent the tokens)."""
-    return _mark(generations, {"layer": None, "score": None, "coalesced": True})
+    ``{"hit": False, "coalesced": True, ...}``, zero usage (that call, not this one, spent
+    the tokens)."""
+    return _mark(generations, hit_info(coalesced=True), served=True)
 
 
-def _mark(generations: Sequence[Generation], info: dict[str, Any]) -> list[Generation]:
+def mark_miss(generations: Sequence[Generation]) -> list[Generation]:
+    """Copies of ``generations`` this request paid the model for: marked ``{"hit":
+    False, ...}`` (the same keys as a hit's), their usage kept."""
+    return _mark(generations, hit_info(), served=False)
+
+
+def _mark(
+    generations: Sequence[Generation], info: dict[str, Any], *, served: bool
+) -> list[Generation]:
     out: list[Generation] = []
     for gen in generations:
         if not isinstance(gen, ChatGeneration):
@@ -240,8 +245,8 @@ def _mark(generations: Sequence[Generation], info: dict[str, Any]) -> list[Gener
         msg = gen.message
         meta = {**info}
         update: dict[str, Any] = {}
-        if isinstance(msg, AIMessage):
-            if msg.usage_metadata:
+        if served and isinstance(msg, AIMessage):
+            if msg.usage_metadata:  # LangChain's own figures (with their details)
                 meta["saved_usage"] = dict(msg.usage_metadata)
             update["usage_metadata"] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         update["response_metadata"] = {**msg.response_metadata, "agent_cache": meta}

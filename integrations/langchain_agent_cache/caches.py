@@ -38,10 +38,12 @@ from agent_cache import (
     default_cache,
 )
 from agent_cache._names import reject_unknown
+from agent_cache.markers import hit_info
 from langchain_agent_cache._chat import (
     ENDPOINT_FIELDS,
     mark_coalesced,
     mark_hit,
+    mark_miss,
     model_identity,
     replay_chunks,
     split_prompt,
@@ -180,8 +182,10 @@ class AgentCache(BaseCache):
         n_samples: how many answers ``"n_samples"`` keeps.
         ttl: seconds an entry stays valid (``None``: the core's TTL policy).
         tags: tags on every entry, for ``LayeredCache.invalidate``.
-        mark_hits: put ``response_metadata["agent_cache"]`` (layer, score) on served chat
-            messages and report zero ``usage_metadata`` for them.
+        mark_hits: put the marker of :mod:`agent_cache.markers` in
+            ``response_metadata["agent_cache"]`` of the chat messages returned through
+            this cache (hits, and misses on the ``fetch_result``/``stream_result`` path)
+            and report zero ``usage_metadata`` for served ones.
         ignore_fields: constructor fields of a serialized model left out of its identity
             (default: endpoint URL, API keys, timeouts, retries, HTTP clients), so replicas
             of one model behind different URLs share entries. ``frozenset()`` keeps all.
@@ -393,7 +397,9 @@ class AgentCache(BaseCache):
         (a hit, or a concurrent identical call's answer)."""
         generations: list[Generation] = got.value
         if got.computed:
-            return FetchedResult(generations, None, True)
+            return FetchedResult(
+                mark_miss(generations) if self.mark_hits else generations, None, True
+            )
         if got.hit is not None:
             marked = mark_hit(generations, got.hit) if self.mark_hits else generations
             return FetchedResult(marked, got.hit, False)
@@ -507,12 +513,13 @@ class AgentCache(BaseCache):
         self, chunk: ChatGenerationChunk, coalesced: bool, first: bool
     ) -> ChatGenerationChunk:
         """This reader's copy of a recorded chunk (LangChain sets run ids on what it
-        streams); a follower's reports no usage and says it was coalesced."""
-        if not (coalesced and self.mark_hits):
+        streams), its first one marked a miss; a follower's reports no usage and says it
+        was coalesced."""
+        if not self.mark_hits:
             return _copy(chunk)
-        update: dict[str, Any] = {"usage_metadata": None}
-        if first:
-            info = {"layer": None, "score": None, "coalesced": True}
+        update: dict[str, Any] = {"usage_metadata": None} if coalesced else {}
+        if first:  # one chunk only: merging chunks joins equal strings
+            info = hit_info(coalesced=coalesced)
             update["response_metadata"] = {**chunk.message.response_metadata, "agent_cache": info}
         return _copy(chunk, update)
 

@@ -38,6 +38,15 @@ from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
 
 WORDS = "Reset it from the account page, then sign in again."
+MISS = {
+    "hit": False,
+    "layer": None,
+    "score": None,
+    "matched_prompt": None,
+    "key": None,
+    "saved_usage": None,
+    "coalesced": False,
+}
 
 
 class CountingLLM(CustomLLM):
@@ -217,7 +226,7 @@ def test_chat_exact_hit_skips_model(inner: CountingLLM, llm: CachedLLM) -> None:
     first = llm.chat(user("How do I reset my password?"))
     second = llm.chat(user("how do i  reset my password?"))
     assert inner.total() == 1
-    assert info(first) == {"hit": False}
+    assert info(first) == MISS
     assert info(second)["hit"] is True and info(second)["layer"] == "exact"
     assert info(second)["score"] is None
     assert second.message.content == first.message.content

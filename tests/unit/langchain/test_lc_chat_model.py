@@ -81,7 +81,7 @@ def test_invoke_hit_skips_the_model_and_is_marked(model: Any) -> None:
     second = cached.invoke("What is the capital of France?")
     assert inner.calls == 1
     assert second.content == first.content == "Paris is the capital of France."
-    assert "agent_cache" not in first.response_metadata
+    assert first.response_metadata["agent_cache"]["hit"] is False  # a miss: same keys
     assert second.response_metadata["agent_cache"]["layer"] == "exact"
     assert second.usage_metadata["input_tokens"] == 0
 

@@ -57,6 +57,7 @@ from agent_cache import (
     SerializationError,
 )
 from agent_cache._names import reject_unknown
+from agent_cache.markers import hit_info
 from agent_cache.policy import request_policy
 
 __all__ = ["CachedLLM"]
@@ -76,7 +77,6 @@ _INHERITED = (
     "pydantic_program_mode",
     "query_wrapper_prompt",
 )
-_MISS: dict[str, Any] = {"hit": False}
 # CachedLLM's own constructor arguments (beside LlamaIndex's LLM fields).
 _OWN_ARGS = frozenset(
     {"llm", "cache", "namespace", "ttl", "tags", "llm_string", "embedder",
@@ -328,14 +328,7 @@ class CachedLLM(FunctionCallingLLM):
                 namespace=self.namespace,
             )
         )
-        info = {
-            "hit": True,
-            "layer": hit.layer,
-            "score": hit.score,
-            "key": hit.key,
-            "matched_prompt": hit.matched_prompt,
-        }
-        return {"agent_cache": info}
+        return {"agent_cache": hit_info(hit)}
 
     def _missed(self, call: _Call) -> None:
         dispatcher.event(CacheMissEvent(question=call.scope.question, namespace=self.namespace))
@@ -453,14 +446,14 @@ class CachedLLM(FunctionCallingLLM):
         response = got.value
         if got.computed:
             self._missed(call)
-            response.additional_kwargs["agent_cache"] = dict(_MISS)
+            response.additional_kwargs["agent_cache"] = hit_info()
             return response
         if got.hit is not None:  # a fresh object, decoded from the entry
             served = rebuild(response, self._served(call, got.hit), False)
             self._announce_hit(api, args, served)
             return served
         # the concurrent caller's answer: a copy of its own
-        return rebuild(response, {"agent_cache": {**_MISS, "coalesced": True}}, True)
+        return rebuild(response, {"agent_cache": hit_info(coalesced=True)}, True)
 
     def _chat_outcome(
         self, call: _Call, got: Fetched | None, messages: Sequence[ChatMessage]
@@ -653,7 +646,7 @@ class CachedLLM(FunctionCallingLLM):
         if message is None:
             self._missed(call)
             return None
-        return _codec.replay_chat(message, {"agent_cache": {**_MISS, "coalesced": True}})
+        return _codec.replay_chat(message, {"agent_cache": hit_info(coalesced=True)})
 
     def _completion_served(self, call: _Call, got: Any) -> Iterator[CompletionResponse] | None:
         """:meth:`_chat_served` for completions."""
@@ -664,7 +657,7 @@ class CachedLLM(FunctionCallingLLM):
         if text is None:
             self._missed(call)
             return None
-        return _codec.replay_completion(text, {"agent_cache": {**_MISS, "coalesced": True}})
+        return _codec.replay_completion(text, {"agent_cache": hit_info(coalesced=True)})
 
     # ------------------------------------------------------------------ completion
     def _completion_text(
@@ -923,19 +916,19 @@ def _load_llm(data: Mapping[str, Any]) -> LLM:
 def _missed_marks(stream: Iterable[Any]) -> Generator[Any, None, None]:
     """The model's responses marked as a miss, before any reader sees them."""
     for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+        response.additional_kwargs.setdefault("agent_cache", hit_info())
         yield response
 
 
 async def _amissed_marks(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
     async for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", dict(_MISS))
+        response.additional_kwargs.setdefault("agent_cache", hit_info())
         yield response
 
 
 def _as_follower(response: Any) -> Any:
     """A follower's copy of a recorded response: marked coalesced (it cost nothing)."""
-    kwargs = {**response.additional_kwargs, "agent_cache": {**_MISS, "coalesced": True}}
+    kwargs = {**response.additional_kwargs, "agent_cache": hit_info(coalesced=True)}
     return response.model_copy(update={"additional_kwargs": kwargs})
 
 
