@@ -109,7 +109,7 @@ def main(base_url: str | None = None) -> dict[str, Any]:
                          "How long does a refund take?"]:  # paraphrase: semantic hit
             answer = chain.invoke(question)
             hit = answer.response_metadata.get("agent_cache")
-            layers.append(hit["layer"] if hit else "model")
+            layers.append(hit["layer"] if hit and hit["hit"] else "model")
             print(f"{question!r:34} [{layers[-1]:8}] {answer.content}")
         print("retrieval orders:", retriever.orders, "-> one prompt prefix")
 

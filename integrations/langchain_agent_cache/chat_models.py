@@ -116,13 +116,13 @@ class CachedChatModel(BaseChatModel):
     """Wraps a chat model (e.g. ``ChatOpenAI`` pointed at vLLM) with the layered cache.
 
     ``invoke``/``ainvoke``/``batch``/``stream``/``astream`` all read and write the cache.
-    A hit is replayed as chunks when streamed, is marked in
-    ``response_metadata["agent_cache"]`` (``layer``, ``score``) and reports zero
-    ``usage_metadata``; ``bind_tools`` and ``with_structured_output`` delegate to the
-    wrapped model and keep the result cached. Keys are the wrapped model's own
-    ``llm_string`` (model, bound tools, temperature, stop) and the messages, exactly as
-    ``set_llm_cache`` would key them (plus any forwarded ``temperature``/``max_tokens``),
-    so both share entries.
+    Every answer is marked in ``response_metadata["agent_cache"]`` (the schema of
+    :mod:`agent_cache.markers`: ``hit``, ``layer``, ``score``, ...); a hit is replayed as
+    chunks when streamed and reports zero ``usage_metadata``; ``bind_tools`` and
+    ``with_structured_output`` delegate to the wrapped model and keep the result cached.
+    Keys are the wrapped model's own ``llm_string`` (model, bound tools, temperature,
+    stop) and the messages, exactly as ``set_llm_cache`` would key them (plus any
+    forwarded ``temperature``/``max_tokens``), so both share entries.
 
     The wrapped model is called without a run of its own (its ``_generate``/``_stream``):
     the wrapper's run is the one callbacks, tracers and ``get_usage_metadata_callback``

@@ -21,6 +21,7 @@ def test_exported_names_are_pinned() -> None:
         "DEFAULT_QUESTION_VARS",
         "QuestionExtractor",
         "Scope",
+        "query_cache_info",
     ]
     assert postprocessor.__all__ == ["StablePrefixPostprocessor"]
     assert sorted(tools.__all__) == ["CachedTool", "cache_step", "cache_tool"]

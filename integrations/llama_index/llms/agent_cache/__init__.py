@@ -6,6 +6,7 @@ Example:
     >>> Settings.llm = CachedLLM(llm=OpenAILike(api_base="http://gpu-1:8000/v1"))  # doctest: +SKIP
 """
 
+from llama_index.llms.agent_cache._marker import query_cache_info
 from llama_index.llms.agent_cache.base import CachedLLM
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import (
@@ -21,4 +22,5 @@ __all__ = [
     "CachedLLM",
     "QuestionExtractor",
     "Scope",
+    "query_cache_info",
 ]

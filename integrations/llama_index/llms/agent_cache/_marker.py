@@ -1,12 +1,16 @@
-"""The hit marker on a query engine's ``Response.metadata["agent_cache"]``.
+"""The hit marker on a query engine's answer: ``response.agent_cache``.
 
 A query engine builds its ``Response`` itself, out of the wrapper's reach; what the wrapper
 sees is LlamaIndex's instrumentation. One handler on the root dispatcher (installed by the
 first ``CachedLLM``) opens a record at every ``QueryStartEvent``, adds each
 ``CacheHitEvent`` / ``CacheMissEvent`` fired inside the query, and at ``QueryEndEvent``
-writes the summary into the response's ``metadata`` before the caller gets it::
+sets the summary as the response's ``agent_cache`` attribute before the caller gets it
+(read it with :func:`query_cache_info`)::
 
     {"hit": True, "hits": 1, "misses": 0, "layers": ["semantic"]}
+
+Not in ``Response.metadata``: LlamaIndex fills that with node ids mapped to node metadata,
+and code that loops over it expects nothing else there.
 
 ``hit`` is true when every LLM call of the query was served from the cache (no model
 call). Nested queries (sub-question engines) each get their own record; an LLM call
@@ -24,7 +28,10 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.query import QueryEndEvent, QueryStartEvent
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 
-__all__ = ["QueryMarker", "install"]
+__all__ = ["ATTRIBUTE", "QueryMarker", "install", "query_cache_info"]
+
+#: The attribute of a query engine's response that holds the query's marker.
+ATTRIBUTE = "agent_cache"
 
 # One list per query in progress in this context, innermost last.
 _OPEN: ContextVar[tuple[list[str | None], ...]] = ContextVar("agent_cache_queries", default=())
@@ -40,7 +47,7 @@ def summary(layers: list[str | None]) -> dict[str, Any]:
 
 
 class QueryMarker(BaseEventHandler):
-    """Writes ``Response.metadata["agent_cache"]`` for the queries that ran a ``CachedLLM``."""
+    """Sets ``response.agent_cache`` for the queries that ran a ``CachedLLM``."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -60,12 +67,24 @@ class QueryMarker(BaseEventHandler):
             _OPEN.set(open_[:-1])
             if not open_[-1]:
                 return  # no CachedLLM call in this query: nothing to say
-            response = event.response
-            if not hasattr(response, "metadata"):
+            try:
+                setattr(event.response, ATTRIBUTE, summary(open_[-1]))
+            except (AttributeError, TypeError):  # a response type that takes no attribute
                 return
-            if response.metadata is None:
-                response.metadata = {}
-            response.metadata["agent_cache"] = summary(open_[-1])
+
+
+def query_cache_info(response: Any) -> dict[str, Any] | None:
+    """The cache's summary of the query that produced ``response`` (a query engine's
+    ``Response``): ``{"hit", "hits", "misses", "layers"}``; ``None`` when no
+    ``CachedLLM`` call ran inside it, or for a streaming engine (its LLM runs while the
+    caller iterates, after the response was returned).
+
+    Example:
+        >>> query_cache_info(engine.query("What is RAG?"))  # doctest: +SKIP
+        {'hit': True, 'hits': 1, 'misses': 0, 'layers': ['exact']}
+    """
+    info = getattr(response, ATTRIBUTE, None)
+    return info if isinstance(info, dict) else None
 
 
 def install() -> None:

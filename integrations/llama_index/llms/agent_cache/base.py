@@ -262,7 +262,7 @@ class CachedLLM(FunctionCallingLLM):
             raise ConfigurationError("namespace must be a non-empty str")
         self._cache = resolved
         self._extractor = question_extractor or QuestionExtractor()
-        _marker.install()  # Response.metadata["agent_cache"] on query engines
+        _marker.install()  # response.agent_cache on query engines (query_cache_info)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> CachedLLM:
