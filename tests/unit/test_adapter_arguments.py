@@ -95,3 +95,26 @@ def test_cached_llm_keeps_llamaindex_fields(tmp_path: Path) -> None:
     assert llm.system_prompt == "Be brief."
     again = CachedLLM.from_dict(llm.to_dict(), cache=llm.cache)
     assert (again.system_prompt, again.namespace) == ("Be brief.", "default")
+
+
+def test_langchain_tools_and_steps_take_a_directory(tmp_path: Path) -> None:
+    """``cache_tool(..., cache=".agent_cache")`` like every other adapter's ``cache=``."""
+    from langchain_agent_cache import cache_step, cache_tool
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.tools import tool
+
+    calls = []
+
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """The status of an order."""
+        calls.append(order_id)
+        return f"order {order_id}: shipped"
+
+    where = tmp_path / "cache"
+    cached = cache_tool(lookup_order, cache=str(where))
+    assert cached.invoke({"order_id": "42"}) == cached.invoke({"order_id": "42"})
+    assert calls == ["42"]
+    step = cache_step(RunnableLambda(lambda q: f"plan for {q}"), name="plan", cache=where)
+    assert step.invoke("ship it") == "plan for ship it"
+    assert (where / "exact.sqlite3").is_file()  # the directory's shared cache, on disk
