@@ -21,6 +21,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.llms.agent_cache import CachedLLM
+from llama_index.llms.agent_cache._apis import CHAT, COMPLETE
 from pydantic import PrivateAttr
 from test_li_llm import CountingLLM
 
@@ -403,11 +404,10 @@ def test_li_stream_the_cache_refuses_streams_from_the_model(api: str) -> None:
 def test_li_stream_over_an_unreadable_entry_asks_the_model_and_overwrites_it(api: str) -> None:
     llm, inner = li()
     first = _li_stream_text(llm, api, QUESTION)
-    kind = "chat" if api.endswith("chat") else "complete"
-    call = (
-        llm._prepare("chat", {}, messages=user(QUESTION))
-        if kind == "chat"
-        else llm._prepare("complete", {"formatted": False}, prompt=QUESTION)
+    _, call = (
+        llm._begin(CHAT, user(QUESTION), {})
+        if api.endswith("chat")
+        else llm._begin(COMPLETE, QUESTION, {"formatted": False})
     )
     assert call is not None
     llm.cache.store(**llm._lookup_args(call), response={"not": "an answer"})

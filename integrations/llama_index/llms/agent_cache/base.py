@@ -1,20 +1,15 @@
-"""``CachedLLM``: any LlamaIndex LLM behind agent-cache's layered cache."""
+"""``CachedLLM``: any LlamaIndex LLM behind agent-cache's layered cache.
+
+Eight entry points (``chat``/``complete`` x streamed or not x sync or async), one path
+each way: :meth:`CachedLLM._run` / ``_arun`` for a whole answer, ``_stream`` /
+``_astream`` for a stream, over the API's spec table (:mod:`._apis`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Generator,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +38,17 @@ from llama_index.core.prompts.base import BasePromptTemplate, PromptTemplate
 from llama_index.core.tools.types import BaseTool
 from llama_index.core.types import Model, TokenAsyncGen, TokenGen
 from llama_index.llms.agent_cache import _codec, _marker, _structured
+from llama_index.llms.agent_cache._apis import (
+    CHAT,
+    COMPLETE,
+    Api,
+    afollowed,
+    again,
+    amissed_marks,
+    followed,
+    missed_marks,
+    reported,
+)
 from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope
@@ -54,7 +60,6 @@ from agent_cache import (
     ConfigurationError,
     Fetched,
     LayeredCache,
-    SerializationError,
 )
 from agent_cache._names import reject_unknown
 from agent_cache.markers import hit_info
@@ -87,52 +92,14 @@ _POLICY_KWARG = "agent_cache"
 #: The core policy of a request inside a structured call, whose write waits for the parse
 #: (``refresh``: the core's ``bypass``, a model call that neither reads nor writes).
 _DEFERRED = {"use": "no_store", "no_store": "no_store", "refresh": "bypass", "bypass": "bypass"}
+#: The wrapped LLM's call for one request (a response, a stream, or an awaitable of one).
+_Ask = Callable[[LLM], Any]
 
 
 @dataclass(frozen=True)
 class _Call:
     scope: Scope
     llm_string: str
-
-
-def _stored(payload: Any) -> Any:
-    """A payload as the codec's ``encode`` returns it (``None``: ``NOT_STORED``)."""
-    return NOT_STORED if payload is None else payload
-
-
-def _encode_chat(response: ChatResponse) -> Any:
-    """The stored form of a chat answer (``NOT_STORED``: empty, or no JSON form)."""
-    return _stored(_codec.chat_payload(response.message))
-
-
-def _decode_chat(payload: Any) -> ChatResponse:
-    message = _codec.message_from_payload(payload)
-    if message is None:
-        raise SerializationError("not a stored chat answer")
-    return ChatResponse(message=message)
-
-
-def _encode_completion(response: CompletionResponse) -> Any:
-    """The stored form of a completion (``NOT_STORED``: an empty one)."""
-    return _stored(_codec.completion_payload(response))
-
-
-def _decode_completion(payload: Any) -> CompletionResponse:
-    text = _codec.completion_text(payload)
-    if text is None:
-        raise SerializationError("not a stored completion")
-    return CompletionResponse(text=text)
-
-
-_CHAT = (_encode_chat, _decode_chat)
-_COMPLETION = (_encode_completion, _decode_completion)
-_Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
-_Rebuild = Callable[[Any, dict[str, Any], bool], Any]
-
-
-async def _aiter(items: Iterable[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
 
 
 class CachedLLM(FunctionCallingLLM):
@@ -287,26 +254,24 @@ class CachedLLM(FunctionCallingLLM):
         return self._cache
 
     # ------------------------------------------------------------------ request keys
-    def _prepare(
-        self,
-        api: str,
-        kwargs: Mapping[str, Any],
-        *,
-        messages: Sequence[ChatMessage] | None = None,
-        prompt: str | None = None,
-    ) -> _Call | None:
-        """The lookup arguments, or ``None`` when the call must bypass the cache."""
+    def _begin(self, api: Api, args: Any, kwargs: dict[str, Any]) -> tuple[str, _Call | None]:
+        """The request's policy (popped from ``kwargs``: never passed on) and its lookup
+        arguments (``args``: the messages or the prompt), ``None`` when the call bypasses
+        the cache."""
+        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
+        if policy == "bypass":
+            return policy, None
         try:
-            identity = _codec.llm_string(api, self.llm, self.llm_string, kwargs)
+            identity = _codec.llm_string(api.name, self.llm, self.llm_string, kwargs)
             hint = _HINT.get()
-            if messages is not None:
-                scope = self._extractor.scope_messages(messages, hint)
+            if api is CHAT:
+                scope = self._extractor.scope_messages(args, hint)
             else:
-                scope = self._extractor.scope_prompt(prompt or "", hint)
+                scope = self._extractor.scope_prompt(args or "", hint)
         except ConfigurationError as exc:  # Unkeyable kwargs, no text to key on, bad input
-            log.debug("agent-cache: %s call bypasses the cache: %s", api, exc)
-            return None
-        return _Call(scope, identity)
+            log.debug("agent-cache: %s call bypasses the cache: %s", api.name, exc)
+            return policy, None
+        return policy, _Call(scope, identity)
 
     def _lookup_args(self, call: _Call) -> dict[str, Any]:
         return {
@@ -339,7 +304,7 @@ class CachedLLM(FunctionCallingLLM):
         total, prompt_tokens, cached = _codec.usage(response)
         if prompt_tokens is not None:
             self._cache.record_model_usage(prompt_tokens, cached)
-        return _reported(total, prompt_tokens)
+        return reported(total, prompt_tokens)
 
     def _write_args(self, call: _Call, policy: str, tokens: Callable[[Any], Any]) -> dict[str, Any]:
         return {
@@ -350,51 +315,27 @@ class CachedLLM(FunctionCallingLLM):
             "tokens": tokens,
         }
 
-    def _fetch_args(self, call: _Call, policy: str, codec: _Codec) -> dict[str, Any]:
-        return {
-            **self._write_args(call, policy, self._paid_tokens),
-            "encode": codec[0],
-            "decode": codec[1],
-        }
+    def _fetch_args(self, call: _Call, policy: str, api: Api) -> dict[str, Any]:
+        """``fetch``'s arguments; inside a structured call the write waits for the parse
+        (the policy the core gets is then :data:`_DEFERRED`'s)."""
+        core = policy if _structured.current() is None else _DEFERRED[policy]
+        args = self._write_args(call, core, self._paid_tokens)
+        return {**args, "encode": api.encode, "decode": api.decode}
 
-    def _fetch(
-        self, call: _Call, compute: Callable[[], Any], policy: str, codec: _Codec
-    ) -> Fetched:
-        """``LayeredCache.fetch``; inside a structured call the write waits for the parse."""
+    def _defer(self, call: _Call, got: Fetched, policy: str, api: Api) -> Fetched:
+        """Inside a structured call: remember what was served (evicted if the parse
+        fails) and what to store (once it succeeds)."""
         pending = _structured.current()
-        core = policy if pending is None else _DEFERRED[policy]
-        got = self._cache.fetch(compute=compute, **self._fetch_args(call, core, codec))
-        if pending is not None:
-            self._defer(pending, call, got, policy, codec)
-        return got
-
-    async def _afetch(
-        self, call: _Call, compute: Callable[[], Awaitable[Any]], policy: str, codec: _Codec
-    ) -> Fetched:
-        """Async twin of :meth:`_fetch`."""
-        pending = _structured.current()
-        core = policy if pending is None else _DEFERRED[policy]
-        got = await self._cache.afetch(compute=compute, **self._fetch_args(call, core, codec))
-        if pending is not None:
-            self._defer(pending, call, got, policy, codec)
-        return got
-
-    def _defer(
-        self,
-        pending: _structured.Deferred,
-        call: _Call,
-        got: Fetched,
-        policy: str,
-        codec: _Codec,
-    ) -> None:
+        if pending is None:
+            return got
         if got.hit is not None:
             pending.served.append(got.hit)
-            return
+            return got
         if not got.computed or got.value is None or policy == "no_store":
-            return
-        payload = codec[0](got.value)
+            return got
+        payload = api.encode(got.value)
         if payload is NOT_STORED:
-            return
+            return got
         total, prompt_tokens, _cached = _codec.usage(got.value)
         pending.stores.append(
             {
@@ -402,9 +343,10 @@ class CachedLLM(FunctionCallingLLM):
                 "response": payload,
                 "ttl": self.ttl,
                 "tags": self.tags,
-                "tokens": _reported(total, prompt_tokens),
+                "tokens": reported(total, prompt_tokens),
             }
         )
+        return got
 
     def _silent_inner(self) -> LLM:
         """The wrapped LLM, reporting to this wrapper's callback manager: a miss is
@@ -413,11 +355,11 @@ class CachedLLM(FunctionCallingLLM):
             self.llm.callback_manager = self.callback_manager
         return self.llm
 
-    def _announce_hit(self, api: str, args: Any, response: Any) -> None:
+    def _announce_hit(self, api: Api, args: Any, response: Any) -> None:
         """The start/end events a wrapped call would have sent, for a served hit (no
         callback-manager event: token counters count a hit as zero)."""
         payload = self.to_payload() if hasattr(self, "to_payload") else {}
-        if api == "chat":
+        if api is CHAT:
             dispatcher.event(
                 LLMChatStartEvent(model_dict=payload, messages=list(args), additional_kwargs={})
             )
@@ -428,20 +370,10 @@ class CachedLLM(FunctionCallingLLM):
             )
             dispatcher.event(LLMCompletionEndEvent(prompt=args, response=response))
 
-    # ------------------------------------------------------------------ chat
-    def _outcome(
-        self,
-        call: _Call,
-        got: Fetched | None,
-        api: str,
-        args: Any,
-        kind: type[Any],
-        rebuild: _Rebuild,
-    ) -> Any:
-        """The response (a ``kind``) for a core outcome of a chat or completion call
-        (``rebuild``: a response of its own with new ``additional_kwargs``); ``None``:
-        call the wrapped LLM here."""
-        if got is None or not isinstance(got.value, kind):
+    def _outcome(self, call: _Call, got: Fetched | None, api: Api, args: Any) -> Any:
+        """The response (an ``api.kind``) for a core outcome; ``None``: call the wrapped
+        LLM here."""
+        if got is None or not isinstance(got.value, api.kind):
             return None
         response = got.value
         if got.computed:
@@ -449,131 +381,122 @@ class CachedLLM(FunctionCallingLLM):
             response.additional_kwargs["agent_cache"] = hit_info()
             return response
         if got.hit is not None:  # a fresh object, decoded from the entry
-            served = rebuild(response, self._served(call, got.hit), False)
+            served = api.rebuild(response, self._served(call, got.hit), False)
             self._announce_hit(api, args, served)
             return served
         # the concurrent caller's answer: a copy of its own
-        return rebuild(response, {"agent_cache": hit_info(coalesced=True)}, True)
+        return api.rebuild(response, {"agent_cache": hit_info(coalesced=True)}, True)
 
-    def _chat_outcome(
-        self, call: _Call, got: Fetched | None, messages: Sequence[ChatMessage]
-    ) -> ChatResponse | None:
-        """The response for a core outcome; ``None``: call the wrapped LLM here."""
-        found: ChatResponse | None = self._outcome(
-            call, got, "chat", messages, ChatResponse, _rebuild_chat
-        )
-        return found
-
-    @dispatcher.span
-    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """Chat through the cache; ``agent_cache="bypass"`` (``"refresh"``,
-        ``"no_store"``) sets this request's policy and is not passed to the LLM."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
+    def _run(self, api: Api, args: Any, kwargs: dict[str, Any], ask: _Ask) -> Any:
+        """One whole answer: ``ask(llm)`` is the wrapped LLM's call, made on a miss (or
+        when the cache refuses the request)."""
+        policy, call = self._begin(api, args, kwargs)
         if call is None:
-            return self._silent_inner().chat(messages, **kwargs)
+            return ask(self._silent_inner())
         try:
-            got = self._fetch(
-                call, lambda: self._silent_inner().chat(messages, **kwargs), policy, _CHAT
-            )
+            fetch = self._fetch_args(call, policy, api)
+            got = self._cache.fetch(compute=lambda: ask(self._silent_inner()), **fetch)
+            got = self._defer(call, got, policy, api)
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._chat_outcome(call, got, messages)
-        return found if found is not None else self._silent_inner().chat(messages, **kwargs)
+        found = self._outcome(call, got, api, args)
+        return found if found is not None else ask(self._silent_inner())
 
-    @dispatcher.span
-    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """Async twin of :meth:`chat`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
+    async def _arun(self, api: Api, args: Any, kwargs: dict[str, Any], ask: _Ask) -> Any:
+        """Async twin of :meth:`_run` (``ask(llm)`` returns an awaitable)."""
+        policy, call = self._begin(api, args, kwargs)
         if call is None:
-            return await self._silent_inner().achat(messages, **kwargs)
+            return await ask(self._silent_inner())
         try:
-            got = await self._afetch(
-                call, lambda: self._silent_inner().achat(messages, **kwargs), policy, _CHAT
-            )
+            fetch = self._fetch_args(call, policy, api)
+            got = await self._cache.afetch(compute=lambda: ask(self._silent_inner()), **fetch)
+            got = self._defer(call, got, policy, api)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
             got = None
-        found = self._chat_outcome(call, got, messages)
-        return found if found is not None else await self._silent_inner().achat(messages, **kwargs)
+        found = self._outcome(call, got, api, args)
+        return found if found is not None else await ask(self._silent_inner())
 
-    def _chat_replay(self, call: _Call, hit: CacheHit | None) -> Iterator[ChatResponse] | None:
-        message = _codec.message_from_payload(hit.response) if hit is not None else None
-        if hit is None or message is None:
+    # ------------------------------------------------------------------ streams
+    # The wrapped LLM streams through the wrapper's callback manager (a miss is counted
+    # once, by its own decorator); a replayed hit fires no callback event (zero tokens),
+    # only the dispatcher's start/end events once the replay has run. Concurrent
+    # identical streamed misses share one model stream (``LayeredCache.fetch_stream``),
+    # stored once it has run to its end.
+    def _stream_args(self, call: _Call, policy: str, start: Callable[[], Any], api: Api) -> Any:
+        """``fetch_stream``'s arguments: the finished stream's payload (``api.final``),
+        its last response's usage as the tokens (and the KV-layer numbers)."""
+        paid: list[Any] = []
+
+        def join(chunks: list[Any]) -> Any:
+            if not chunks:
+                return None
+            paid.append(chunks[-1])
+            return api.final(chunks)
+
+        def tokens(_payload: Any) -> Any:  # the stream's usage rides on its last response
+            return self._paid_tokens(paid[0]) if paid else None
+
+        return {**self._write_args(call, policy, tokens), "start_stream": start, "join": join}
+
+    def _replay(self, call: _Call, got: Any, api: Api) -> Iterator[Any] | None:
+        """The replay of a served stream outcome (a hit, or a concurrent request's
+        answer); ``None`` (a miss announced) when the model's stream is to be read."""
+        hit = got.hit
+        item = api.read(hit.response if hit is not None else got.value) if got.served else None
+        if item is None:
             self._missed(call)
             return None
-        return _codec.replay_chat(message, self._served(call, hit))
+        if hit is None:
+            return api.replay(item, {"agent_cache": hit_info(coalesced=True)})
+        return api.replay(item, self._served(call, hit))
 
-    # Streams: the wrapped LLM streams through the wrapper's callback manager (a miss is
-    # counted once, by its own decorator); a replayed hit fires no callback event (zero
-    # tokens), only the dispatcher's start/end events once the replay has run.
-    @dispatcher.span
-    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        """Stream through the cache; ``agent_cache=`` as in :meth:`chat`. Concurrent
-        identical streamed misses share one model stream (the core's
-        ``LayeredCache.fetch_stream``); it is stored once it has run to its end."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
+    def _stream(self, api: Api, args: Any, kwargs: dict[str, Any], open_: _Ask) -> Any:
+        """A streamed request: a replay, or the model's stream (``open_(llm)``) read with
+        the other identical requests; the wrapped LLM's own stream when the cache refuses
+        the request."""
+        policy, call = self._begin(api, args, kwargs)
         inner = self._silent_inner()
         if call is None:
-            return inner.stream_chat(messages, **kwargs)
-        args = self._stream_args(
-            call, policy, lambda: _missed_marks(inner.stream_chat(messages, **kwargs)), _chat_final
-        )
-        stream: ChatResponseGen = self._streamed(
-            call, args, self._chat_served, ("chat", messages),
-            lambda: inner.stream_chat(messages, **kwargs),
-        )  # fmt: skip
-        return stream
-
-    def _streamed(
-        self,
-        call: _Call,
-        args: dict[str, Any],
-        served: Callable[[_Call, Any], Iterator[Any] | None],
-        announce: tuple[str, Any],
-        direct: Callable[[], Any],
-    ) -> Any:
-        """The stream of a chat or completion call through ``fetch_stream``: a replay
-        (announced as ``announce``, the API and its arguments, once run), or the model's
-        stream read with the other identical requests; ``direct()`` (the wrapped LLM's
-        own stream) when the cache refuses the request."""
+            return open_(inner)
+        fetch = self._stream_args(call, policy, lambda: missed_marks(open_(inner)), api)
         try:
-            got = self._cache.fetch_stream(**args)
+            got = self._cache.fetch_stream(**fetch)
         except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
             log.warning("agent-cache skipped: %s", exc)
-            return direct()
-        replay = served(call, got)
+            return open_(inner)
+        replay = self._replay(call, got, api)
         if replay is not None:
-            return self._announced(*announce, replay)
+            return self._announced(api, args, replay)
         if got.served:  # an entry it cannot read: ask the model again, and overwrite it
-            got = self._cache.fetch_stream(**{**args, "policy": _again(args["policy"])})
-        return _followed(got)
+            got = self._cache.fetch_stream(**{**fetch, "policy": again(fetch["policy"])})
+        return followed(got)
 
-    async def _astreamed(
-        self,
-        call: _Call,
-        args: dict[str, Any],
-        served: Callable[[_Call, Any], Iterator[Any] | None],
-        announce: tuple[str, Any],
-        direct: Callable[[], Awaitable[Any]],
-    ) -> Any:
-        """Async twin of :meth:`_streamed`."""
+    async def _astream(self, api: Api, args: Any, kwargs: dict[str, Any], open_: _Ask) -> Any:
+        """Async twin of :meth:`_stream` (``open_(llm)`` returns an awaitable stream)."""
+        policy, call = self._begin(api, args, kwargs)
+        inner = self._silent_inner()
+        if call is None:
+            return await open_(inner)
+
+        async def start() -> Any:
+            return amissed_marks(await open_(inner))
+
+        fetch = self._stream_args(call, policy, start, api)
         try:
-            got = await self._cache.afetch_stream(**args)
+            got = await self._cache.afetch_stream(**fetch)
         except AgentCacheError as exc:
             log.warning("agent-cache skipped: %s", exc)
-            return await direct()
-        replay = served(call, got)
+            return await open_(inner)
+        replay = self._replay(call, got, api)
         if replay is not None:
-            return self._aannounced(*announce, replay)
+            return self._aannounced(api, args, replay)
         if got.served:
-            got = await self._cache.afetch_stream(**{**args, "policy": _again(args["policy"])})
-        return _afollowed(got)
+            got = await self._cache.afetch_stream(**{**fetch, "policy": again(fetch["policy"])})
+        return afollowed(got)
 
-    def _announced(self, api: str, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
+    def _announced(self, api: Api, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
         last = None
         for last in replay:
             yield last
@@ -581,7 +504,7 @@ class CachedLLM(FunctionCallingLLM):
             self._announce_hit(api, args, last)
 
     async def _aannounced(
-        self, api: str, args: Any, replay: Iterator[Any]
+        self, api: Api, args: Any, replay: Iterator[Any]
     ) -> AsyncGenerator[Any, None]:
         last = None
         for last in replay:
@@ -589,173 +512,73 @@ class CachedLLM(FunctionCallingLLM):
         if last is not None:
             self._announce_hit(api, args, last)
 
+    # ------------------------------------------------------------------ the entry points
+    # ``agent_cache="bypass"`` (``"refresh"``, ``"no_store"``) sets a request's policy and
+    # is not passed to the LLM.
+    @dispatcher.span
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """Chat through the cache (``agent_cache=`` the request's policy)."""
+        answer: ChatResponse = self._run(
+            CHAT, messages, kwargs, lambda llm: llm.chat(messages, **kwargs)
+        )
+        return answer
+
+    @dispatcher.span
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """Async twin of :meth:`chat`."""
+        answer: ChatResponse = await self._arun(
+            CHAT, messages, kwargs, lambda llm: llm.achat(messages, **kwargs)
+        )
+        return answer
+
+    @dispatcher.span
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """Stream a chat through the cache; a hit is replayed word by word."""
+        stream: ChatResponseGen = self._stream(
+            CHAT, messages, kwargs, lambda llm: llm.stream_chat(messages, **kwargs)
+        )
+        return stream
+
     @dispatcher.span
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
         """Async twin of :meth:`stream_chat`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = None if policy == "bypass" else self._prepare("chat", kwargs, messages=messages)
-        inner = self._silent_inner()
-        if call is None:
-            return await inner.astream_chat(messages, **kwargs)
-
-        async def start() -> ChatResponseAsyncGen:
-            return _amissed_marks(await inner.astream_chat(messages, **kwargs))
-
-        args = self._stream_args(call, policy, start, _chat_final)
-        astream: ChatResponseAsyncGen = await self._astreamed(
-            call, args, self._chat_served, ("chat", messages),
-            lambda: inner.astream_chat(messages, **kwargs),
-        )  # fmt: skip
-        return astream
-
-    # ------------------------------------------------------------------ streams
-    def _stream_args(
-        self,
-        call: _Call,
-        policy: str,
-        start: Callable[[], Any],
-        final: Callable[[list[Any]], Any],
-    ) -> dict[str, Any]:
-        """``fetch_stream``'s arguments: the finished stream's payload (``final``), its
-        last response's usage as the tokens (and the KV-layer numbers)."""
-        paid: list[Any] = []
-
-        def join(chunks: list[Any]) -> Any:
-            if not chunks:
-                return None
-            paid.append(chunks[-1])
-            return final(chunks)
-
-        def tokens(_payload: Any) -> Any:  # the stream's usage rides on its last response
-            return self._paid_tokens(paid[0]) if paid else None
-
-        return {
-            **self._write_args(call, policy, tokens),
-            "start_stream": start,
-            "join": join,
-        }
-
-    def _chat_served(self, call: _Call, got: Any) -> Iterator[ChatResponse] | None:
-        """The replay of a served stream outcome; ``None`` (a miss announced) when
-        the model's stream is to be read."""
-        if got.hit is not None:
-            return self._chat_replay(call, got.hit)
-        message = _codec.message_from_payload(got.value) if got.served else None
-        if message is None:
-            self._missed(call)
-            return None
-        return _codec.replay_chat(message, {"agent_cache": hit_info(coalesced=True)})
-
-    def _completion_served(self, call: _Call, got: Any) -> Iterator[CompletionResponse] | None:
-        """:meth:`_chat_served` for completions."""
-        if got.hit is not None:
-            served = self._completion_text(call, got.hit)
-            return None if served is None else _codec.replay_completion(*served)
-        text = _codec.completion_text(got.value) if got.served else None
-        if text is None:
-            self._missed(call)
-            return None
-        return _codec.replay_completion(text, {"agent_cache": hit_info(coalesced=True)})
-
-    # ------------------------------------------------------------------ completion
-    def _completion_text(
-        self, call: _Call, hit: CacheHit | None
-    ) -> tuple[str, dict[str, Any]] | None:
-        text = _codec.completion_text(hit.response) if hit is not None else None
-        if hit is None or text is None:
-            self._missed(call)
-            return None
-        return text, self._served(call, hit)
-
-    def _completion_outcome(
-        self, call: _Call, got: Fetched | None, prompt: str
-    ) -> CompletionResponse | None:
-        """:meth:`_chat_outcome` for completions."""
-        found: CompletionResponse | None = self._outcome(
-            call, got, "complete", prompt, CompletionResponse, _rebuild_completion
+        stream: ChatResponseAsyncGen = await self._astream(
+            CHAT, messages, kwargs, lambda llm: llm.astream_chat(messages, **kwargs)
         )
-        return found
+        return stream
 
+    # A completion's ``formatted`` is one of its keyed kwargs.
     @dispatcher.span
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        """Complete through the cache; ``agent_cache=`` as in :meth:`chat`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = (
-            None
-            if policy == "bypass"
-            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        """Complete through the cache (``agent_cache=`` as in :meth:`chat`)."""
+        kw = {"formatted": formatted, **kwargs}
+        answer: CompletionResponse = self._run(
+            COMPLETE, prompt, kw, lambda llm: llm.complete(prompt, **kw)
         )
-        if call is None:
-            return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
-
-        def compute() -> Any:
-            return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
-
-        try:
-            got = self._fetch(call, compute, policy, _COMPLETION)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            got = None
-        found = self._completion_outcome(call, got, prompt)
-        if found is not None:
-            return found
-        return self._silent_inner().complete(prompt, formatted=formatted, **kwargs)
+        return answer
 
     @dispatcher.span
     async def acomplete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = (
-            None
-            if policy == "bypass"
-            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        kw = {"formatted": formatted, **kwargs}
+        answer: CompletionResponse = await self._arun(
+            COMPLETE, prompt, kw, lambda llm: llm.acomplete(prompt, **kw)
         )
-        inner = self._silent_inner()
-        if call is None:
-            return await inner.acomplete(prompt, formatted=formatted, **kwargs)
-        try:
-            got = await self._afetch(
-                call,
-                lambda: inner.acomplete(prompt, formatted=formatted, **kwargs),
-                policy,
-                _COMPLETION,
-            )
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            got = None
-        found = self._completion_outcome(call, got, prompt)
-        if found is not None:
-            return found
-        return await inner.acomplete(prompt, formatted=formatted, **kwargs)
+        return answer
 
     @dispatcher.span
     def stream_complete(
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseGen:
         """Stream a completion through the cache; as :meth:`stream_chat`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = (
-            None
-            if policy == "bypass"
-            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        kw = {"formatted": formatted, **kwargs}
+        stream: CompletionResponseGen = self._stream(
+            COMPLETE, prompt, kw, lambda llm: llm.stream_complete(prompt, **kw)
         )
-        inner = self._silent_inner()
-        if call is None:
-            return inner.stream_complete(prompt, formatted=formatted, **kwargs)
-        args = self._stream_args(
-            call,
-            policy,
-            lambda: _missed_marks(inner.stream_complete(prompt, formatted=formatted, **kwargs)),
-            _completion_final,
-        )
-        stream: CompletionResponseGen = self._streamed(
-            call, args, self._completion_served, ("complete", prompt),
-            lambda: inner.stream_complete(prompt, formatted=formatted, **kwargs),
-        )  # fmt: skip
         return stream
 
     @dispatcher.span
@@ -763,26 +586,11 @@ class CachedLLM(FunctionCallingLLM):
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async twin of :meth:`stream_complete`."""
-        policy = request_policy(kwargs.pop(_POLICY_KWARG, None))
-        call = (
-            None
-            if policy == "bypass"
-            else self._prepare("complete", {"formatted": formatted, **kwargs}, prompt=prompt)
+        kw = {"formatted": formatted, **kwargs}
+        stream: CompletionResponseAsyncGen = await self._astream(
+            COMPLETE, prompt, kw, lambda llm: llm.astream_complete(prompt, **kw)
         )
-        inner = self._silent_inner()
-        if call is None:
-            return await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-
-        async def start() -> CompletionResponseAsyncGen:
-            stream = await inner.astream_complete(prompt, formatted=formatted, **kwargs)
-            return _amissed_marks(stream)
-
-        args = self._stream_args(call, policy, start, _completion_final)
-        astream: CompletionResponseAsyncGen = await self._astreamed(
-            call, args, self._completion_served, ("complete", prompt),
-            lambda: inner.astream_complete(prompt, formatted=formatted, **kwargs),
-        )  # fmt: skip
-        return astream
+        return stream
 
     # ------------------------------------------------------------------ template hints
     @contextlib.contextmanager
@@ -911,82 +719,3 @@ def _load_llm(data: Mapping[str, Any]) -> LLM:
         if found:
             return kind.from_dict(dict(data))  # type: ignore[no-any-return]
     raise ConfigurationError(f"cannot rebuild the wrapped LLM: no loaded class named {name!r}")
-
-
-def _missed_marks(stream: Iterable[Any]) -> Generator[Any, None, None]:
-    """The model's responses marked as a miss, before any reader sees them."""
-    for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", hit_info())
-        yield response
-
-
-async def _amissed_marks(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
-    async for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", hit_info())
-        yield response
-
-
-def _as_follower(response: Any) -> Any:
-    """A follower's copy of a recorded response: marked coalesced (it cost nothing)."""
-    kwargs = {**response.additional_kwargs, "agent_cache": hit_info(coalesced=True)}
-    return response.model_copy(update={"additional_kwargs": kwargs})
-
-
-def _followed(got: Any) -> Generator[Any, None, None]:
-    """This reader's responses (a consumer that stops early leaves the stream to the
-    others, or closes it when it was the last)."""
-    try:
-        for response in got:
-            yield response if got.computed else _as_follower(response)
-    finally:
-        got.close()
-
-
-async def _afollowed(got: Any) -> AsyncGenerator[Any, None]:
-    try:
-        async for response in got:
-            yield response if got.computed else _as_follower(response)
-    finally:
-        await got.aclose()
-
-
-def _rebuild_chat(response: Any, kwargs: dict[str, Any], coalesced: bool) -> ChatResponse:
-    """A chat response of its own (a coalesced one copies the message too)."""
-    message = response.message.model_copy(deep=True) if coalesced else response.message
-    return ChatResponse(message=message, additional_kwargs=kwargs)
-
-
-def _rebuild_completion(
-    response: Any, kwargs: dict[str, Any], _coalesced: bool
-) -> CompletionResponse:
-    return CompletionResponse(text=response.text, additional_kwargs=kwargs)
-
-
-def _again(policy: str) -> str:
-    """The policy of a second try after an entry that could not be read."""
-    return "no_store" if policy == "no_store" else "refresh"
-
-
-def _chat_final(chunks: list[ChatResponse]) -> Any:
-    message = _codec.final_message(chunks[-1], [r.delta or "" for r in chunks])
-    return _codec.chat_payload(message)
-
-
-def _completion_final(chunks: list[CompletionResponse]) -> Any:
-    final = _final_completion(chunks[-1], [r.delta or "" for r in chunks])
-    return _codec.completion_payload(final)
-
-
-def _final_completion(last: CompletionResponse, deltas: Sequence[str]) -> CompletionResponse:
-    joined = "".join(deltas)
-    if len(joined) <= len(last.text):
-        return last
-    return CompletionResponse(text=joined)
-
-
-def _reported(total: int | None, prompt: int | None) -> dict[str, int] | int | None:
-    """The usage the model reported, split into prompt / completion when it can be
-    (nothing reported: ``None``, and the core counts its own estimate apart)."""
-    if total is not None and prompt is not None and total >= prompt:
-        return {"prompt_tokens": prompt, "completion_tokens": total - prompt}
-    return total
