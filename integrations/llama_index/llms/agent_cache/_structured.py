@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_cache import AgentCacheError, CacheHit, LayeredCache
+from llama_index.llms.agent_cache import _codec
+from llama_index.llms.agent_cache._apis import reported
+
+from agent_cache import NOT_STORED, AgentCacheError, CacheHit, Fetched, LayeredCache
 
 __all__ = ["Deferred", "adeferring", "current", "deferring"]
 
@@ -30,6 +33,23 @@ class Deferred:
 
     served: list[CacheHit] = field(default_factory=list)
     stores: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(
+        self, got: Fetched, policy: str, encode: Callable[[Any], Any], where: dict[str, Any]
+    ) -> None:
+        """One model call's outcome inside the structured call: a served hit (evicted if
+        the parse fails), or a paid answer to store under ``where`` (the lookup
+        arguments, ttl, tags) once it succeeds."""
+        if got.hit is not None:
+            self.served.append(got.hit)
+            return
+        if not got.computed or got.value is None or policy == "no_store":
+            return
+        payload = encode(got.value)
+        if payload is NOT_STORED:
+            return
+        total, prompt_tokens, _cached = _codec.usage(got.value)
+        self.stores.append({**where, "response": payload, "tokens": reported(total, prompt_tokens)})
 
 
 _CURRENT: ContextVar[Deferred | None] = ContextVar("agent_cache_structured", default=None)

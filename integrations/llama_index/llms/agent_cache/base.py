@@ -49,12 +49,11 @@ from llama_index.llms.agent_cache._apis import (
     missed_marks,
     reported,
 )
-from llama_index.llms.agent_cache._cache import CacheArg, cache_dir, resolve_cache
+from llama_index.llms.agent_cache._cache import CacheArg, load_llm, resolve_cache
 from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope
 
 from agent_cache import (
-    NOT_STORED,
     AgentCacheError,
     CacheHit,
     ConfigurationError,
@@ -100,6 +99,16 @@ _Ask = Callable[[LLM], Any]
 class _Call:
     scope: Scope
     llm_string: str
+
+
+@contextlib.contextmanager
+def _skipped() -> Iterator[None]:
+    """A request the cache refuses (e.g. a prompt over ``max_prompt_bytes``) goes to the
+    wrapped LLM: logged, never raised."""
+    try:
+        yield
+    except AgentCacheError as exc:
+        log.warning("agent-cache skipped: %s", exc)
 
 
 class CachedLLM(FunctionCallingLLM):
@@ -211,18 +220,9 @@ class CachedLLM(FunctionCallingLLM):
             if value is not None:
                 kwargs.setdefault(name, value)
         if isinstance(llm, Mapping):  # from_dict / a pickled state: rebuild the wrapped LLM
-            llm = _load_llm(llm)
-        if cache is None:
-            cache = cache_path  # a pickled or serialized CachedLLM
-        if embedder is None:
-            resolved = resolve_cache(cache)
-        elif isinstance(cache, LayeredCache):
-            raise ConfigurationError(
-                "CachedLLM(embedder=...) builds its own cache: pass the embedder to the "
-                "LayeredCache given as cache= instead"
-            )
-        else:
-            resolved = LayeredCache(path=cache_dir(cache), embedder=embedder)
+            llm = load_llm(llm)
+        # a pickled or serialized CachedLLM names its cache by cache_path
+        resolved = resolve_cache(cache_path if cache is None else cache, embedder)
         kwargs["cache_path"] = None if resolved.path is None else str(resolved.path)
         super().__init__(llm=llm, **kwargs)
         if not self.namespace:
@@ -315,37 +315,22 @@ class CachedLLM(FunctionCallingLLM):
             "tokens": tokens,
         }
 
-    def _fetch_args(self, call: _Call, policy: str, api: Api) -> dict[str, Any]:
-        """``fetch``'s arguments; inside a structured call the write waits for the parse
-        (the policy the core gets is then :data:`_DEFERRED`'s)."""
+    def _fetch_args(self, call: _Call, policy: str, api: Api, ask: _Ask) -> dict[str, Any]:
+        """``fetch``'s arguments (``ask(llm)``: the wrapped LLM's call); inside a
+        structured call the write waits for the parse (the policy the core gets is then
+        :data:`_DEFERRED`'s)."""
         core = policy if _structured.current() is None else _DEFERRED[policy]
         args = self._write_args(call, core, self._paid_tokens)
-        return {**args, "encode": api.encode, "decode": api.decode}
+        codec = {"encode": api.encode, "decode": api.decode}
+        return {**args, **codec, "compute": lambda: ask(self._silent_inner())}
 
     def _defer(self, call: _Call, got: Fetched, policy: str, api: Api) -> Fetched:
         """Inside a structured call: remember what was served (evicted if the parse
         fails) and what to store (once it succeeds)."""
         pending = _structured.current()
-        if pending is None:
-            return got
-        if got.hit is not None:
-            pending.served.append(got.hit)
-            return got
-        if not got.computed or got.value is None or policy == "no_store":
-            return got
-        payload = api.encode(got.value)
-        if payload is NOT_STORED:
-            return got
-        total, prompt_tokens, _cached = _codec.usage(got.value)
-        pending.stores.append(
-            {
-                **self._lookup_args(call),
-                "response": payload,
-                "ttl": self.ttl,
-                "tags": self.tags,
-                "tokens": reported(total, prompt_tokens),
-            }
-        )
+        if pending is not None:
+            where = {**self._lookup_args(call), "ttl": self.ttl, "tags": self.tags}
+            pending.record(got, policy, api.encode, where)
         return got
 
     def _silent_inner(self) -> LLM:
@@ -370,10 +355,13 @@ class CachedLLM(FunctionCallingLLM):
             )
             dispatcher.event(LLMCompletionEndEvent(prompt=args, response=response))
 
-    def _outcome(self, call: _Call, got: Fetched | None, api: Api, args: Any) -> Any:
+    def _outcome(self, call: _Call, got: Fetched | None, policy: str, api: Api, args: Any) -> Any:
         """The response (an ``api.kind``) for a core outcome; ``None``: call the wrapped
         LLM here."""
-        if got is None or not isinstance(got.value, api.kind):
+        if got is None:
+            return None
+        self._defer(call, got, policy, api)
+        if not isinstance(got.value, api.kind):
             return None
         response = got.value
         if got.computed:
@@ -393,14 +381,10 @@ class CachedLLM(FunctionCallingLLM):
         policy, call = self._begin(api, args, kwargs)
         if call is None:
             return ask(self._silent_inner())
-        try:
-            fetch = self._fetch_args(call, policy, api)
-            got = self._cache.fetch(compute=lambda: ask(self._silent_inner()), **fetch)
-            got = self._defer(call, got, policy, api)
-        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
-            log.warning("agent-cache skipped: %s", exc)
-            got = None
-        found = self._outcome(call, got, api, args)
+        got = None
+        with _skipped():
+            got = self._cache.fetch(**self._fetch_args(call, policy, api, ask))
+        found = self._outcome(call, got, policy, api, args)
         return found if found is not None else ask(self._silent_inner())
 
     async def _arun(self, api: Api, args: Any, kwargs: dict[str, Any], ask: _Ask) -> Any:
@@ -408,14 +392,10 @@ class CachedLLM(FunctionCallingLLM):
         policy, call = self._begin(api, args, kwargs)
         if call is None:
             return await ask(self._silent_inner())
-        try:
-            fetch = self._fetch_args(call, policy, api)
-            got = await self._cache.afetch(compute=lambda: ask(self._silent_inner()), **fetch)
-            got = self._defer(call, got, policy, api)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
-            got = None
-        found = self._outcome(call, got, api, args)
+        got = None
+        with _skipped():
+            got = await self._cache.afetch(**self._fetch_args(call, policy, api, ask))
+        found = self._outcome(call, got, policy, api, args)
         return found if found is not None else await ask(self._silent_inner())
 
     # ------------------------------------------------------------------ streams
@@ -461,10 +441,10 @@ class CachedLLM(FunctionCallingLLM):
         if call is None:
             return open_(inner)
         fetch = self._stream_args(call, policy, lambda: missed_marks(open_(inner)), api)
-        try:
+        got = None
+        with _skipped():
             got = self._cache.fetch_stream(**fetch)
-        except AgentCacheError as exc:  # e.g. a prompt over max_prompt_bytes
-            log.warning("agent-cache skipped: %s", exc)
+        if got is None:
             return open_(inner)
         replay = self._replay(call, got, api)
         if replay is not None:
@@ -484,10 +464,10 @@ class CachedLLM(FunctionCallingLLM):
             return amissed_marks(await open_(inner))
 
         fetch = self._stream_args(call, policy, start, api)
-        try:
+        got = None
+        with _skipped():
             got = await self._cache.afetch_stream(**fetch)
-        except AgentCacheError as exc:
-            log.warning("agent-cache skipped: %s", exc)
+        if got is None:
             return await open_(inner)
         replay = self._replay(call, got, api)
         if replay is not None:
@@ -703,19 +683,3 @@ class CachedLLM(FunctionCallingLLM):
         return self._function_llm().get_tool_calls_from_response(
             response, error_on_no_tool_call=error_on_no_tool_call, **kwargs
         )
-
-
-def _load_llm(data: Mapping[str, Any]) -> LLM:
-    """An LLM from its ``to_dict()`` (found by ``class_name`` among the loaded LLM classes)."""
-    name = data.get("class_name")
-    stack: list[type[Any]] = [LLM]
-    while stack:
-        kind = stack.pop()
-        stack.extend(kind.__subclasses__())
-        try:
-            found = kind.class_name() == name and not getattr(kind, "__abstractmethods__", None)
-        except Exception:  # a subclass whose class_name needs an instance
-            found = False
-        if found:
-            return kind.from_dict(dict(data))  # type: ignore[no-any-return]
-    raise ConfigurationError(f"cannot rebuild the wrapped LLM: no loaded class named {name!r}")
