@@ -153,3 +153,56 @@ def test_sampled_chat_goes_through_the_core(tmp_path: Path, entry: str) -> None:
         stats = layered.stats()  # one request each; a skipped one is the core's bypass
         bypassed, stores = (0, 2) if sampling == "n_samples" else (4, 0)
         assert (stats.lookups, stats.bypassed, stats.stores) == (4, bypassed, stores)
+
+
+# ---------------------------------------------------------------- the LLM cache itself
+def _cache_entry(name: str) -> Callable[[AgentCache, str, Any, Callable[[], str]], str]:
+    """``AgentCache``'s own request paths (what ``CachedChatModel`` stands on)."""
+    llm = "model=fake---[('stop', None)]"
+
+    def run(cache: AgentCache, q: str, policy: Any, answer: Callable[[], str]) -> str:
+        kw = {} if policy is None else {"policy": policy}
+        gens = lambda: [Generation(text=answer())]  # noqa: E731
+
+        async def agens() -> list[Generation]:
+            return gens()
+
+        def chunks() -> Any:
+            from langchain_core.messages import AIMessageChunk
+            from langchain_core.outputs import ChatGenerationChunk
+
+            yield ChatGenerationChunk(message=AIMessageChunk(content=answer()))
+
+        async def achunks() -> Any:
+            for chunk in chunks():
+                yield chunk
+
+        async def collect(stream: Any) -> str:
+            return "".join([c.text async for c in stream])
+
+        if name == "fetch_result":
+            return cache.fetch_result(q, llm, gens, **kw).generations[0].text
+        if name == "afetch_result":
+            return asyncio.run(cache.afetch_result(q, llm, agens, **kw)).generations[0].text
+        if name == "stream_result":
+            return "".join(c.text for c in cache.stream_result(q, llm, chunks, **kw))
+        return asyncio.run(collect(cache.astream_result(q, llm, achunks, **kw)))
+
+    return run
+
+
+@pytest.mark.parametrize("policy", ["bypass", "refresh", "no_store"])
+@pytest.mark.parametrize(
+    "name", ["fetch_result", "afetch_result", "stream_result", "astream_result"]
+)
+def test_llm_cache_policy_does_what_it_says(tmp_path: Path, name: str, policy: str) -> None:
+    run = _cache_entry(name)
+    cache = AgentCache(on_disk(tmp_path))
+    n = iter(range(10))
+    answer = lambda: f"answer {next(n)}"  # noqa: E731
+    q = "What is retrieval augmented generation?"
+    assert run(cache, q, None, answer) == "answer 0"
+    got, after = run(cache, q, policy, answer), run(cache, q, None, answer)
+    expected = {"bypass": ("answer 1", "answer 0"), "refresh": ("answer 1", "answer 1"),
+                "no_store": ("answer 0", "answer 0")}  # fmt: skip
+    assert (got, after) == expected[policy]
