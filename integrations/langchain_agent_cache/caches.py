@@ -104,6 +104,15 @@ class _Plan:
         """The core policy of this call: a skipped sampled call neither reads nor writes."""
         return "bypass" if self.mode == "skip" else given
 
+    def key(self, cache: AgentCache) -> dict[str, Any]:
+        """The core's lookup arguments of this call in ``cache``'s namespace."""
+        return {
+            "prompt": self.question,
+            "llm_string": self.llm_string,
+            "namespace": cache.namespace,
+            "context": self.context,
+        }
+
 
 def _worth_storing(generations: Sequence[Generation]) -> bool:
     """False for empty answers (no text, no tool calls): those are failures, not answers."""
@@ -311,19 +320,14 @@ class AgentCache(BaseCache):
         plan = self._plan(prompt, llm_string)
         if plan.mode == "skip":
             return None
-        hit = self.layered.lookup(
-            plan.question, plan.llm_string, self.namespace, context=plan.context
-        )
-        return self._looked_up(prompt, llm_string, plan, hit)
+        return self._looked_up(prompt, llm_string, plan, self.layered.lookup(**plan.key(self)))
 
     async def alookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
         """Async twin of :meth:`lookup_result`."""
         plan = self._plan(prompt, llm_string)
         if plan.mode == "skip":
             return None
-        hit = await self.layered.alookup(
-            plan.question, plan.llm_string, self.namespace, context=plan.context
-        )
+        hit = await self.layered.alookup(**plan.key(self))
         return self._looked_up(prompt, llm_string, plan, hit)
 
     def _looked_up(
@@ -363,13 +367,8 @@ class AgentCache(BaseCache):
             >>> got = cache.fetch_result(prompt, llm_string, lambda: model_call())  # doctest: +SKIP
             >>> got.hit is None and got.computed  # a miss, paid for once  # doctest: +SKIP
         """
-        plan = self._plan(prompt, llm_string)
-        got = self.layered.fetch(
-            plan.question, lambda: list(compute()), plan.llm_string, self.namespace,
-            context=plan.context, policy=plan.policy(policy), ttl=self.ttl, tags=self.tags,
-            tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
-        )  # fmt: skip
-        return self._fetched(got)
+        fetch = self._fetch_args(prompt, llm_string, policy)
+        return self._fetched(self.layered.fetch(compute=lambda: list(compute()), **fetch))
 
     async def afetch_result(
         self,
@@ -380,17 +379,23 @@ class AgentCache(BaseCache):
         policy: CachePolicy = "use",
     ) -> FetchedResult:
         """Async twin of :meth:`fetch_result`."""
-        plan = self._plan(prompt, llm_string)
 
         async def run() -> list[Generation]:
             return list(await compute())
 
-        got = await self.layered.afetch(
-            plan.question, run, plan.llm_string, self.namespace,
-            context=plan.context, policy=plan.policy(policy), ttl=self.ttl, tags=self.tags,
-            tokens=_tokens, encode=self._encoder(plan), decode=self._decode,
-        )  # fmt: skip
-        return self._fetched(got)
+        fetch = self._fetch_args(prompt, llm_string, policy)
+        return self._fetched(await self.layered.afetch(compute=run, **fetch))
+
+    def _fetch_args(self, prompt: str, llm_string: str, policy: CachePolicy) -> dict[str, Any]:
+        """``LayeredCache.fetch``'s arguments for a request, but its ``compute``."""
+        plan = self._plan(prompt, llm_string)
+        return {
+            **plan.key(self), **self._write_args(), "policy": plan.policy(policy),
+            "tokens": _tokens, "encode": self._encoder(plan), "decode": self._decode,
+        }  # fmt: skip
+
+    def _write_args(self) -> dict[str, Any]:
+        return {"ttl": self.ttl, "tags": self.tags}
 
     def _fetched(self, got: Fetched) -> FetchedResult:
         """The generations for a core outcome, marked where they were not computed here
@@ -482,17 +487,9 @@ class AgentCache(BaseCache):
             return self._record(joined[0], plan)
 
         return {
-            "prompt": plan.question,
-            "start_stream": start,
-            "llm_string": plan.llm_string,
-            "namespace": self.namespace,
-            "join": join,
-            "context": plan.context,
-            "policy": policy,
-            "ttl": self.ttl,
-            "tags": self.tags,
-            "tokens": lambda _record: _tokens(joined[0]) if joined else None,
-        }
+            **plan.key(self), **self._write_args(), "start_stream": start, "join": join,
+            "policy": policy, "tokens": lambda _record: _tokens(joined[0]) if joined else None,
+        }  # fmt: skip
 
     def _served(self, got: Any) -> list[Generation] | None:
         """The generations of a served stream outcome (a hit, or a negative entry);
@@ -537,27 +534,28 @@ class AgentCache(BaseCache):
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         """Store every generation of a model call (not stored: empty or unserializable;
         a skipped sampled call); an ``n_samples`` call fills the slot its lookup missed."""
-        plan = self._update_plan(prompt, llm_string)
-        record = self._record(return_val, plan)
-        if record is None:
-            return
-        self.layered.store(
-            plan.question, record, plan.llm_string, self.namespace, context=plan.context,
-            ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
-            exact=False,  # the codec's payload: its decoder restores the generations
-        )  # fmt: skip
+        args = self._store_args(prompt, llm_string, return_val)
+        if args is not None:
+            self.layered.store(**args)
 
     async def aupdate(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         """Async twin of :meth:`update`."""
+        args = self._store_args(prompt, llm_string, return_val)
+        if args is not None:
+            await self.layered.astore(**args)
+
+    def _store_args(
+        self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE
+    ) -> dict[str, Any] | None:
         plan = self._update_plan(prompt, llm_string)
         record = self._record(return_val, plan)
         if record is None:
-            return
-        await self.layered.astore(
-            plan.question, record, plan.llm_string, self.namespace, context=plan.context,
-            ttl=self.ttl, tags=self.tags, tokens=_tokens(return_val),
-            exact=False,  # the codec's payload: its decoder restores the generations
-        )  # fmt: skip
+            return None
+        return {
+            **plan.key(self), **self._write_args(), "response": record,
+            "tokens": _tokens(return_val),
+            "exact": False,  # the codec's payload: its decoder restores the generations
+        }  # fmt: skip
 
     def clear(self, **kwargs: Any) -> None:
         """Remove this cache's entries (``namespace=`` another one, or ``None`` for all)."""
