@@ -95,6 +95,36 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
 #: How often (seconds) an open store checks that its path still names the open file.
 INODE_CHECK_S = 1.0
 
+#: A WAL smaller than this is never checkpointed early (one ``stat`` per commit, no more).
+WAL_CHECK_MIN_BYTES = 64 * 1024
+#: What a WAL is truncated back to once checkpointed (``PRAGMA journal_size_limit``):
+#: a burst that grew it (a long reader holds checkpoints back) does not keep the space.
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    """``database or disk is full`` (SQLITE_FULL): the disk, or a size limit."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == 13
+    return "is full" in str(exc)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes this process may still write on the file system holding ``folder``."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return st.f_bavail * st.f_frsize
+
 
 def _file_id(path: Path) -> tuple[int, int] | None:
     """The file's identity (device, inode); ``None`` if there is no file at ``path``."""
@@ -602,6 +632,8 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             if _is_corrupt(exc):  # found by a read or write, not at open: on_corrupt
                 raise self._corrupt_error(exc, op, key) from exc
+            if _is_full(exc):  # give back what the WAL holds, for the next writes
+                self._checkpoint(self._local.conn)
             raise BackendError(
                 f"SQLite {op} failed on {str(self._path)!r}: {exc}", layer="exact", key=key
             ) from exc
@@ -620,6 +652,36 @@ class SQLiteStore:
         except BaseException:
             conn.rollback()
             raise
+        self._keep_wal_small(conn)
+
+    def _keep_wal_small(self, conn: sqlite3.Connection) -> None:
+        """After a commit: a WAL larger than the free space left is checkpointed into
+        the database and truncated at once, not when it reaches SQLite's 1,000 pages
+        (4 MB): on a small or nearly full disk the WAL would otherwise fill it with
+        old copies of a few pages, and the checkpoint that frees it could no longer
+        grow the database (stuck full: 67 entries in 3 MiB, 3 MiB of WAL). So the WAL
+        keeps at most half of what is free, and the database gets the rest."""
+        wal = _size(f"{self._path}-wal")
+        if wal < WAL_CHECK_MIN_BYTES:
+            return
+        free = _free_bytes(self._path.parent)
+        if free is not None and wal > free // 2:
+            self._checkpoint(conn)
+
+    def _checkpoint(self, conn: sqlite3.Connection | None) -> None:
+        """``wal_checkpoint(TRUNCATE)`` without waiting: a reader or writer in another
+        connection makes it give up (it is tried again after the next commit). Best
+        effort: a failure here is not the caller's failure."""
+        if conn is None or self._local.conn is not conn or conn.in_transaction:
+            return
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as exc:
+            log.debug("agent-cache: checkpoint of %r failed: %s", str(self._path), exc)
 
     def _conn(self) -> sqlite3.Connection:
         local = self._local
@@ -725,6 +787,7 @@ class SQLiteStore:
             try:
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
                 self._prepare(conn, pid)
             except BaseException:
                 conn.close()
