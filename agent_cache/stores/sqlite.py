@@ -145,18 +145,21 @@ def _read_only(path: Path) -> bool:
 
 
 def _intact(path: Path) -> bool:
-    """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact)."""
+    """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact).
+
+    Only a corrupt answer says no: a file busy or locked by another process is a
+    database someone uses, never moved aside for that."""
     if not path.exists():
         return True
     try:
         conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000)
-    except sqlite3.Error:
-        return False
+    except sqlite3.Error as exc:
+        return not _is_corrupt(exc)
     try:
         rows = conn.execute("PRAGMA quick_check(1)").fetchall()
         return [tuple(r) for r in rows] == [("ok",)]
-    except sqlite3.Error:
-        return False
+    except sqlite3.Error as exc:
+        return isinstance(exc, sqlite3.OperationalError) and not _is_corrupt(exc)
     finally:
         conn.close()
 
@@ -727,8 +730,17 @@ class SQLiteStore:
                 )
                 error.fatal = True  # type: ignore[attr-defined]
                 raise error from exc
-            self._move_aside(exc)
+            self._rebuild(exc)
             return self._open(local, pid)
+
+    def _rebuild(self, cause: Exception) -> None:
+        """Move the corrupt file aside, once across processes: under the first-open lock,
+        and only if the file now at the path still fails an integrity check (workers
+        that started together all met the corrupt file; the first one moves it, the
+        others then find the rebuilt one and open it)."""
+        with _open_guard.first_open_lock(self._path):
+            if not _intact(self._path):
+                self._move_aside(cause)
 
     def _corrupt_error(self, exc: sqlite3.Error, op: str, key: str | None) -> BackendError:
         """A corrupt page met by ``op``. ``on_corrupt="raise"``: a fatal ``BackendError``
@@ -747,9 +759,7 @@ class SQLiteStore:
             return error
         try:
             self.close()  # every thread reopens on what the path holds after this
-            with _open_guard.first_open_lock(self._path):
-                if not _intact(self._path):
-                    self._move_aside(exc)
+            self._rebuild(exc)
         except (OSError, sqlite3.Error) as failed:
             log.warning("agent-cache: could not rebuild %r: %s", str(self._path), failed)
         return BackendError(
@@ -760,7 +770,10 @@ class SQLiteStore:
         )
 
     def _move_aside(self, cause: Exception) -> None:
-        aside = self._path.with_name(f"{self._path.name}.corrupt-{int(time.time())}")
+        stamp = f"{self._path.name}.corrupt-{int(time.time())}"
+        aside, n = self._path.with_name(stamp), 1
+        while aside.exists():  # a second corruption within the second keeps both copies
+            aside, n = self._path.with_name(f"{stamp}-{n}"), n + 1
         for suffix in ("", "-wal", "-shm"):
             part = Path(f"{self._path}{suffix}")
             if part.exists():
