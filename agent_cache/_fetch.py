@@ -220,11 +220,7 @@ class Fetcher:
         lease = Lease(
             self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
         )
-        hit, _held = yield from contend_flow(
-            lease,
-            Op(self._reader, "peek", (plan.req,)),
-            on_timeout=lambda: self._stats.incr("lock_timeouts", namespace=ns),
-        )
+        hit, _held = yield from contend_flow(lease, Op(self._reader, "peek", (plan.req,)))
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:

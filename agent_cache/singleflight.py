@@ -1,9 +1,13 @@
 """Single-flight: concurrent identical misses make ONE model call.
 
 The first caller for a key (the leader) computes; the others (threads or asyncio tasks,
-in any event loop) wait for its result. A waiter that has waited ``timeout`` seconds gives
-up on the leader and computes itself (degrade, never hang). If the leader's call raises,
-its waiters receive the same exception: one failing call, not N.
+in any event loop) wait for its result, however long it takes, as long as the leader is
+alive: a thread is until its call returns or raises; a task is while its event loop runs
+(a loop stopped or closed under a pending leader never finishes it). Every ``timeout``
+seconds a waiter checks; a waiter whose leader is gone gives up and computes itself
+(degrade, never hang): at most ``timeout`` seconds after the leader stopped. A slow
+leader thus costs no extra model call. If the leader's call raises, its waiters receive
+the same exception: one failing call, not N.
 
 This is in-process. Across processes, identical misses may each compute once.
 """
@@ -32,6 +36,14 @@ class _Flight:
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
         default_factory=list
     )
+    #: the leader's event loop (an async leader), ``None`` for a thread
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def leader_alive(self) -> bool:
+        """A leader thread lives until its call ends (``done`` is set in its
+        ``finally``); a leader task only while its event loop runs."""
+        loop = self.loop
+        return loop is None or (loop.is_running() and not loop.is_closed())
 
     def finish(self, lock: threading.Lock) -> None:
         with lock:
@@ -89,9 +101,10 @@ class SingleFlight:
         """Run ``fn`` once per concurrent ``key``; returns (value, whether this call ran it)."""
         flight, leader = self._join(key)
         if not leader:
-            if flight.done.wait(self.timeout):
-                return flight.outcome(), False
-            return fn(), True  # the leader is too slow: degrade to our own call
+            while not flight.done.wait(self.timeout):
+                if not flight.leader_alive():
+                    return fn(), True  # the leader is gone: degrade to our own call
+            return flight.outcome(), False
         try:
             flight.value = fn()
             return flight.value, True
@@ -112,11 +125,12 @@ class SingleFlight:
                     fut.set_result(None)
                 else:
                     flight.waiters.append((loop, fut))
-            try:
-                await asyncio.wait_for(fut, self.timeout)
-            except TimeoutError:
-                return await fn(), True
+            while not fut.done():
+                await asyncio.wait((fut,), timeout=self.timeout)  # never cancels ``fut``
+                if not fut.done() and not flight.leader_alive():
+                    return await fn(), True  # the leader is gone: our own call
             return flight.outcome(), False
+        flight.loop = asyncio.get_running_loop()
         try:
             flight.value = await fn()
             return flight.value, True

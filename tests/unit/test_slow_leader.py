@@ -1,0 +1,124 @@
+"""Followers of a live but slow leader wait for it: one model call, however long it takes.
+
+Before: an in-process follower gave up after ``singleflight_timeout`` (5 s) and, on a
+store without leases (memory), called the model itself; a follower in another process
+(here: another cache instance on the same SQLite file) gave up after 12 lease periods
+(60 s) and made an extra call. Now a follower waits as long as the leader is alive (a
+thread in its call; a process renewing its lease, its heartbeat) and takes over only
+from a dead one: the crashed-leader case is
+``tests/unit/test_cross_process_singleflight.py::test_a_crashed_leaders_lease_expires``.
+Timings are shortened: a 0.1 s lease, a leader 30 lease periods long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from agent_cache import LayeredCache
+from agent_cache.singleflight import SingleFlight
+from agent_cache.testing import HashEmbedder
+
+LEASE = 0.1
+SLOW = 3.0  # 30 lease periods, 2.5 x the old 12-lease give-up
+
+
+def _slow(calls: list[str], who: str) -> str:
+    calls.append(who)
+    time.sleep(SLOW)
+    return "slow answer"
+
+
+def test_threads_of_one_cache_wait_for_a_slow_leader_without_a_lease() -> None:
+    calls: list[str] = []
+    with LayeredCache(path=None, embedder=HashEmbedder(), singleflight_timeout=LEASE) as cache:
+        results: list[str] = []
+
+        def ask(who: str) -> None:
+            results.append(cache.get_or_compute("a slow question?", lambda: _slow(calls, who)))
+
+        threads = [threading.Thread(target=ask, args=(str(i),)) for i in range(4)]
+        for th in threads:
+            th.start()
+            time.sleep(0.05)
+        for th in threads:
+            th.join(timeout=30)
+        assert len(calls) == 1, calls
+        assert results == ["slow answer"] * 4
+        assert cache.stats().counters.get("coalesced", 0) == 3
+
+
+def test_other_caches_on_one_file_wait_for_a_renewing_leader(tmp_path: Path) -> None:
+    calls: list[str] = []
+    caches = [
+        LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=LEASE)
+        for _ in range(3)
+    ]  # separate instances: only the lease on the file links them, as processes
+    results: list[str] = []
+
+    def ask(i: int) -> None:
+        results.append(caches[i].get_or_compute("a slow question?", lambda: _slow(calls, str(i))))
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(3)]
+    started = time.monotonic()
+    for th in threads:
+        th.start()
+        time.sleep(0.05)
+    for th in threads:
+        th.join(timeout=30)
+    waited = time.monotonic() - started
+    for cache in caches:
+        cache.close()
+    assert calls == ["0"], calls
+    assert results == ["slow answer"] * 3
+    assert waited < SLOW + 1.0  # served when the leader stored, not a lease period later
+
+
+def test_async_followers_wait_for_a_slow_async_leader() -> None:
+    calls: list[str] = []
+
+    async def slow() -> str:
+        calls.append("x")
+        await asyncio.sleep(SLOW / 3)  # 10 lease periods
+        return "slow answer"
+
+    async def main() -> list[str]:
+        with LayeredCache(path=None, embedder=HashEmbedder(), singleflight_timeout=LEASE) as c:
+            return list(
+                await asyncio.gather(
+                    *(c.aget_or_compute("an async question?", slow) for _ in range(5))
+                )
+            )
+
+    assert asyncio.run(main()) == ["slow answer"] * 5
+    assert calls == ["x"]
+
+
+def test_a_follower_of_a_leader_whose_loop_stopped_computes_itself() -> None:
+    """A leader task whose event loop no longer runs is gone: its follower (another
+    thread, another loop) waits one ``timeout`` more, not forever."""
+    flight = SingleFlight(timeout=LEASE)
+    leader_in = threading.Event()
+
+    async def never() -> str:
+        leader_in.set()
+        await asyncio.Event().wait()  # finishes only if its loop runs
+        return "never"
+
+    loop = asyncio.new_event_loop()
+    leader = loop.create_task(flight.ado("k", never))
+    loop.run_until_complete(asyncio.wait((leader,), timeout=0.2))  # then the loop stops
+    assert leader_in.is_set() and not leader.done()
+
+    got: list[tuple[str, bool]] = []
+    follower = threading.Thread(target=lambda: got.append(flight.do("k", lambda: "own")))
+    started = time.monotonic()
+    follower.start()
+    follower.join(timeout=10)
+    assert got == [("own", True)]
+    assert time.monotonic() - started < 1.0
+    leader.cancel()
+    loop.run_until_complete(asyncio.wait((leader,)))
+    loop.close()
