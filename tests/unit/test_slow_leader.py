@@ -13,6 +13,9 @@ Timings are shortened: a 0.1 s lease, a leader 30 lease periods long.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -122,3 +125,56 @@ def test_a_follower_of_a_leader_whose_loop_stopped_computes_itself() -> None:
     leader.cancel()
     loop.run_until_complete(asyncio.wait((leader,)))
     loop.close()
+
+
+SLOW_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from agent_cache import LayeredCache
+    from agent_cache.testing import HashEmbedder
+    where, log, slow = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    if where.startswith("redis://"):
+        cache = LayeredCache(path=None, redis_url=where, prefix=sys.argv[4],
+                             embedder=HashEmbedder(), singleflight_timeout=0.2)
+    else:
+        cache = LayeredCache(path=where, embedder=HashEmbedder(), singleflight_timeout=0.2)
+
+    def compute():
+        with open(log, "a") as fh:
+            fh.write("call\\n")
+        time.sleep(slow)
+        return "slow answer"
+
+    print(cache.get_or_compute("a slow question for processes?", compute), flush=True)
+    cache.close()
+    """
+)
+
+
+PROC_SLOW = 6.0  # 30 leases of 0.2 s: 2.5 x the old 12-lease give-up, after start-up
+
+
+def run_slow_leader(where: str, tmp_path: Path, prefix: str = "slow") -> list[str]:
+    """A leader process 30 leases long (6 s at 0.2 s), two followers started once it
+    computes; returns the model calls made (one line each) after checking every
+    process printed the answer."""
+    log = tmp_path / "calls.log"
+    log.touch()
+
+    def start() -> subprocess.Popen[str]:
+        argv = [sys.executable, "-c", SLOW_WORKER, where, str(log), str(PROC_SLOW), prefix]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    procs = [start()]
+    deadline = time.monotonic() + 60
+    while not log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    procs += [start(), start()]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and out.strip() == "slow answer", (out, err[-2000:])
+    return log.read_text().splitlines()
+
+
+def test_processes_on_one_file_wait_for_a_slow_leader(tmp_path: Path) -> None:
+    assert run_slow_leader(str(tmp_path / "cache"), tmp_path) == ["call"]
