@@ -791,6 +791,7 @@ class SQLiteStore:
         if _read_only(self._path):
             conn = self._open_read_only()
         else:
+            self._drop_orphans()
             conn = sqlite3.connect(
                 self._path,
                 timeout=_BUSY_TIMEOUT_MS / 1000,
@@ -810,6 +811,30 @@ class SQLiteStore:
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _drop_orphans(self) -> None:
+        """A ``-wal`` / ``-shm`` beside no database file belong to one that was deleted
+        (a process that still has it open goes on using them, unlinked): a new file
+        opened with them reads the deleted database's WAL frames over its own empty
+        pages ("disk I/O error" on every call, before). They are removed first, under
+        the first-open lock (whoever creates the file next holds it for the WAL switch
+        that makes new ones), with a warning."""
+        parts = [Path(f"{self._path}{suffix}") for suffix in ("-wal", "-shm")]
+        if self._path.exists() or not any(p.exists() for p in parts):
+            return
+        with _open_guard.first_open_lock(self._path):
+            if self._path.exists():
+                return  # another opener created the file meanwhile: they are its own
+            removed = [p.name for p in parts if p.exists()]
+            for part in parts:
+                part.unlink(missing_ok=True)
+        if removed:
+            log.warning(
+                "agent-cache: %s left beside no database file %r (it was deleted): "
+                "removed, starting empty",
+                " and ".join(removed),
+                str(self._path),
+            )
 
     def _open_read_only(self) -> sqlite3.Connection:
         """A read-only connection to a file this process cannot write (read-only file,
