@@ -209,6 +209,9 @@ class SQLiteStore:
                 f"SQLiteStore needs a file path, got {text!r} (use MemoryStore for memory)"
             )
         self._path = Path(text)
+        self._wal_path = f"{text}-wal"
+        self._folder = self._path.parent
+        self._wal_seen = 0  # the WAL's size when the free space was last read
         self._local = _Local()
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
@@ -663,13 +666,16 @@ class SQLiteStore:
         (4 MB): on a small or nearly full disk the WAL would otherwise fill it with
         old copies of a few pages, and the checkpoint that frees it could no longer
         grow the database (stuck full: 67 entries in 3 MiB, 3 MiB of WAL). So the WAL
-        keeps at most half of what is free, and the database gets the rest."""
-        wal = _size(f"{self._path}-wal")
-        if wal < WAL_CHECK_MIN_BYTES:
-            return
-        free = _free_bytes(self._path.parent)
+        keeps at most half of what is free (give or take 64 KiB: the free space is
+        read each time the WAL grew that much), and the database gets the rest."""
+        wal = _size(self._wal_path)
+        if wal < WAL_CHECK_MIN_BYTES or 0 <= wal - self._wal_seen < WAL_CHECK_MIN_BYTES:
+            return  # the free space is read again once the WAL grew 64 KiB past it
+        self._wal_seen = wal
+        free = _free_bytes(self._folder)
         if free is not None and wal > free // 2:
             self._checkpoint(conn)
+            self._wal_seen = 0
 
     def _checkpoint(self, conn: sqlite3.Connection | None) -> None:
         """``wal_checkpoint(TRUNCATE)`` without waiting: a reader or writer in another
