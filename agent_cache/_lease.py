@@ -90,8 +90,11 @@ class Lease:
             return False
 
     @contextmanager
-    def renewing(self) -> Iterator[None]:
-        """Keep the lease alive (renewed every ``ttl / 3`` s) while the body runs."""
+    def renewing(self, alive: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Keep the lease alive (renewed every ``ttl / 3`` s) while the body runs and
+        ``alive()`` says its caller still can finish it (an async holder: its event
+        loop runs; a loop stopped under it would otherwise keep a dead holder's
+        lease, and its waiters, forever)."""
         if not self.held or getattr(self.store, "renew_lock", None) is None:
             yield
             return
@@ -99,6 +102,8 @@ class Lease:
 
         def loop() -> None:
             while not stop.wait(self.ttl / 3):
+                if alive is not None and not alive():
+                    return  # the holder cannot finish: let the lease expire
                 if not self.renew():
                     return  # lost it (expired or store down): nothing more to do
 

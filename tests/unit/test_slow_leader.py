@@ -178,3 +178,72 @@ def run_slow_leader(where: str, tmp_path: Path, prefix: str = "slow") -> list[st
 
 def test_processes_on_one_file_wait_for_a_slow_leader(tmp_path: Path) -> None:
     assert run_slow_leader(str(tmp_path / "cache"), tmp_path) == ["call"]
+
+
+def test_a_compute_asking_for_its_own_key_does_not_wait_on_itself(tmp_path: Path) -> None:
+    """Waiting for a live leader must not mean waiting for oneself: before, the inner
+    call waited ``singleflight_timeout`` and then 12 leases (on SQLite) for its own
+    outer call."""
+    with LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=LEASE) as c:
+
+        def outer() -> str:
+            return "outer:" + c.get_or_compute("the same question?", lambda: "inner")
+
+        started = time.monotonic()
+        got = c.get_or_compute("the same question?", outer)
+        assert time.monotonic() - started < 1.0
+    assert got == "outer:inner"
+
+
+def test_an_async_compute_asking_for_its_own_key_does_not_wait_on_itself(
+    tmp_path: Path,
+) -> None:
+    async def main() -> tuple[str, float]:
+        with LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=LEASE) as c:
+
+            async def inner() -> str:
+                return "inner"
+
+            async def outer() -> str:
+                return "outer:" + await c.aget_or_compute("the async question?", inner)
+
+            started = time.monotonic()
+            got = await c.aget_or_compute("the async question?", outer)
+            return got, time.monotonic() - started
+
+    got, took = asyncio.run(main())
+    assert got == "outer:inner" and took < 1.0
+
+
+def test_a_leader_whose_loop_stopped_lets_its_lease_expire(tmp_path: Path) -> None:
+    """An async leader stuck under a stopped event loop stops renewing its lease: a
+    follower in another cache (another process) takes over after about one lease."""
+    leader_cache = LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=LEASE)
+    started_computing = threading.Event()
+
+    async def never() -> str:
+        started_computing.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    loop = asyncio.new_event_loop()
+    leader = loop.create_task(leader_cache.aget_or_compute("a stuck question?", never))
+    loop.run_until_complete(asyncio.wait((leader,), timeout=0.5))  # then the loop stops
+    assert started_computing.is_set() and not leader.done()
+
+    follower = LayeredCache(path=tmp_path, embedder=HashEmbedder(), singleflight_timeout=LEASE)
+    got: list[str] = []
+    thread = threading.Thread(
+        target=lambda: got.append(follower.get_or_compute("a stuck question?", lambda: "mine"))
+    )
+    t0 = time.monotonic()
+    thread.start()
+    thread.join(timeout=20)
+    took = time.monotonic() - t0
+    follower.close()
+    leader.cancel()
+    loop.run_until_complete(asyncio.wait((leader,)))
+    loop.close()
+    leader_cache.close()
+    assert got == ["mine"]
+    assert took < 2.0, took
