@@ -132,6 +132,15 @@ class Plan:
         return digest(r.namespace, r.llm_hash, r.template_version, r.context_hash, r.normalized)
 
 
+def _caller_alive() -> Callable[[], bool] | None:
+    """For a flow run by the async driver: whether its event loop still runs."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # the sync driver: a thread in its call is alive
+        return None
+    return lambda: loop.is_running() and not loop.is_closed()
+
+
 class _Flights:
     """:class:`SingleFlight` for flows: the leader runs the flow with its own driver."""
 
@@ -190,9 +199,15 @@ class Fetcher:
         self._background = _Background()
         self._failed = failed
         self._refreshing: set[str] = set()
+        self._leading: set[str] = set()  # flight keys whose lease this cache's leader holds
         self._inexact: set[str] = set()  # namespaces already warned of an inexact value
         self._refresh_lock = threading.Lock()
-        _fork.after_fork_in_child(self, _fork.renew_locks("_refresh_lock"))
+        _fork.after_fork_in_child(self, Fetcher._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a free lock, and none of the parent's leaders here."""
+        self._refresh_lock = threading.Lock()
+        self._leading = set()
 
     def fetch_flow(self, plan: Plan) -> Flow[Fetched]:
         req = plan.req
@@ -221,18 +236,27 @@ class Fetcher:
     def _lead_flow(self, plan: Plan) -> Flow[Fetched]:
         """This process's one caller for the key: contend across processes, compute.
         Under ``refresh`` no other process's answer is taken (the stored one is what is
-        being replaced): compute at once."""
+        being replaced): compute at once. A call the in-process flight let through while
+        this cache's own leader holds the lease (``compute`` asking for its own key, or a
+        follower whose leader's event loop stopped) computes without contending: it would
+        wait on itself."""
+        if plan.flight_key in self._leading:
+            value = yield from self._compute_flow(plan)
+            return Fetched(value, computed=True)
+        self._leading.add(plan.flight_key)
+        try:
+            return (yield from self._contend_and_compute(plan))
+        finally:
+            self._leading.discard(plan.flight_key)
+
+    def _contend_and_compute(self, plan: Plan) -> Flow[Fetched]:
         ns = plan.req.namespace
         if plan.policy == "refresh":
             return Fetched((yield from self._compute_flow(plan)), computed=True)
         lease = Lease(
             self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
         )
-        hit, _held = yield from contend_flow(
-            lease,
-            Op(self._reader, "peek", (plan.req,)),
-            on_timeout=lambda: self._stats.incr("lock_timeouts", namespace=ns),
-        )
+        hit, _held = yield from contend_flow(lease, Op(self._reader, "peek", (plan.req,)))
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:
@@ -241,7 +265,7 @@ class Fetcher:
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
         try:
-            with lease.renewing():
+            with lease.renewing(_caller_alive()):
                 value = yield from self._compute_flow(plan)
             return Fetched(value, computed=True)
         finally:

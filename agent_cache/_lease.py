@@ -25,7 +25,6 @@ from agent_cache._flow import Flow, Op
 __all__ = ["Lease", "Pause", "contend_flow"]
 
 LOCK_POLL_S = 0.05  # how often a waiter looks for the holder's answer
-WAIT_LEASES = 12  # a waiter gives up on a live (renewing) lease holder after 12 leases
 
 
 class Pause:
@@ -91,8 +90,11 @@ class Lease:
             return False
 
     @contextmanager
-    def renewing(self) -> Iterator[None]:
-        """Keep the lease alive (renewed every ``ttl / 3`` s) while the body runs."""
+    def renewing(self, alive: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Keep the lease alive (renewed every ``ttl / 3`` s) while the body runs and
+        ``alive()`` says its caller still can finish it (an async holder: its event
+        loop runs; a loop stopped under it would otherwise keep a dead holder's
+        lease, and its waiters, forever)."""
         if not self.held or getattr(self.store, "renew_lock", None) is None:
             yield
             return
@@ -100,6 +102,8 @@ class Lease:
 
         def loop() -> None:
             while not stop.wait(self.ttl / 3):
+                if alive is not None and not alive():
+                    return  # the holder cannot finish: let the lease expire
                 if not self.renew():
                     return  # lost it (expired or store down): nothing more to do
 
@@ -115,9 +119,7 @@ class Lease:
 _PAUSE = Pause()
 
 
-def contend_flow(
-    lease: Lease, peek: Op, *, on_timeout: Callable[[], None]
-) -> Flow[tuple[Any, bool]]:
+def contend_flow(lease: Lease, peek: Op) -> Flow[tuple[Any, bool]]:
     """Single-flight across processes on a shared store (SQLite file, Redis).
 
     ``peek`` is the op that reads the answer without stats (``None`` when there is
@@ -125,21 +127,19 @@ def contend_flow(
     waited, or ``(None, True)`` when we hold the lease and must compute, or
     ``(None, False)`` when there is no lock to take (memory store, store down: compute,
     degraded). The holder re-checks after taking the lease (the previous holder may just
-    have stored the answer). A waiter polls for the answer and contends for the lease
-    again whenever it is free (the holder finished without storing, or crashed and its
-    lease expired); only after ``WAIT_LEASES`` lease periods does it give up
-    (``on_timeout``) and compute without the lock.
+    have stored the answer). A waiter polls for the answer (every ``LOCK_POLL_S``) and
+    contends for the lease again whenever it is free: it waits for a live holder however
+    long its call takes (the holder renews the lease every ``ttl / 3`` s: its
+    heartbeat), and takes over, computing once for all the waiters, when the holder
+    finished without storing or stopped renewing (crashed, killed, its store
+    unreachable): at most ``ttl`` + ``LOCK_POLL_S`` seconds after its last renewal.
     """
     held = yield Op(lease, "acquire")
-    deadline = time.monotonic() + WAIT_LEASES * lease.ttl
     while held is False:
         yield Op(_PAUSE, "sleep", (LOCK_POLL_S,))
         found = yield peek
         if found is not None:
             return found, False
-        if time.monotonic() >= deadline:
-            on_timeout()
-            return None, False
         held = yield Op(lease, "acquire")
     if not held:
         return None, False

@@ -1,9 +1,13 @@
 """Single-flight: concurrent identical misses make ONE model call.
 
 The first caller for a key (the leader) computes; the others (threads or asyncio tasks,
-in any event loop) wait for its result. A waiter that has waited ``timeout`` seconds gives
-up on the leader and computes itself (degrade, never hang). If the leader's call raises,
-its waiters receive the same exception: one failing call, not N.
+in any event loop) wait for its result, however long it takes, as long as the leader is
+alive: a thread is until its call returns or raises; a task is while its event loop runs
+(a loop stopped or closed under a pending leader never finishes it). Every ``timeout``
+seconds a waiter checks; a waiter whose leader is gone gives up and computes itself
+(degrade, never hang): at most ``timeout`` seconds after the leader stopped. A slow
+leader thus costs no extra model call. If the leader's call raises, its waiters receive
+the same exception: one failing call, not N.
 
 This is in-process. Across processes, identical misses may each compute once.
 """
@@ -32,6 +36,24 @@ class _Flight:
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
         default_factory=list
     )
+    #: the leader's thread, and its task and event loop (an async leader)
+    thread: int = 0
+    task: asyncio.Task[Any] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def leader_alive(self) -> bool:
+        """A leader thread lives until its call ends (``done`` is set in its
+        ``finally``); a leader task only while its event loop runs."""
+        loop = self.loop
+        return loop is None or (loop.is_running() and not loop.is_closed())
+
+    def waits_for_itself(self, task: asyncio.Task[Any] | None) -> bool:
+        """Whether waiting would wait on the caller itself: the leader's own thread
+        (a ``compute`` asking for its own key, a sync call inside a leader task's loop)
+        or its own task. Such a call runs at once, on its own."""
+        if task is not None and task is self.task:
+            return True
+        return self.thread == threading.get_ident() and (task is None or self.task is None)
 
     def finish(self, lock: threading.Lock) -> None:
         with lock:
@@ -71,12 +93,18 @@ class SingleFlight:
         self._lock = threading.Lock()
         self._flights = {}
 
-    def _join(self, key: str) -> tuple[_Flight, bool]:
+    def _join(
+        self,
+        key: str,
+        task: asyncio.Task[Any] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> tuple[_Flight, bool]:
         with self._lock:
             flight = self._flights.get(key)
             if flight is not None:
                 return flight, False
-            flight = self._flights[key] = _Flight()
+            flight = _Flight(thread=threading.get_ident(), task=task, loop=loop)
+            self._flights[key] = flight
             return flight, True
 
     def _leave(self, key: str, flight: _Flight) -> None:
@@ -89,9 +117,12 @@ class SingleFlight:
         """Run ``fn`` once per concurrent ``key``; returns (value, whether this call ran it)."""
         flight, leader = self._join(key)
         if not leader:
-            if flight.done.wait(self.timeout):
-                return flight.outcome(), False
-            return fn(), True  # the leader is too slow: degrade to our own call
+            if flight.waits_for_itself(None):
+                return fn(), True
+            while not flight.done.wait(self.timeout):
+                if not flight.leader_alive():
+                    return fn(), True  # the leader is gone: degrade to our own call
+            return flight.outcome(), False
         try:
             flight.value = fn()
             return flight.value, True
@@ -103,19 +134,21 @@ class SingleFlight:
 
     async def ado(self, key: str, fn: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         """Async twin of :meth:`do`; waiters are woken through their own event loop."""
-        flight, leader = self._join(key)
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        flight, leader = self._join(key, task, loop)
         if not leader:
-            loop = asyncio.get_running_loop()
+            if flight.waits_for_itself(task):
+                return await fn(), True
             fut: asyncio.Future[None] = loop.create_future()
             with self._lock:
                 if flight.done.is_set():
                     fut.set_result(None)
                 else:
                     flight.waiters.append((loop, fut))
-            try:
-                await asyncio.wait_for(fut, self.timeout)
-            except TimeoutError:
-                return await fn(), True
+            while not fut.done():
+                await asyncio.wait((fut,), timeout=self.timeout)  # never cancels ``fut``
+                if not fut.done() and not flight.leader_alive():
+                    return await fn(), True  # the leader is gone: our own call
             return flight.outcome(), False
         try:
             flight.value = await fn()

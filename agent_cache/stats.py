@@ -39,7 +39,6 @@ _EVENTS = 20_000
 _JUDGED = 20_000
 _SHOWN = (
     "coalesced",
-    "lock_timeouts",
     "threshold_raised",
     "not_stored",
     "encode_errors",
@@ -168,7 +167,7 @@ class CacheStats:
     measured from the usage the model reported, ``total`` reported unsplit,
     ``estimated`` from the answer's length when nothing was reported). ``control_group``
     puts the control group's latency and tokens per request beside the cached
-    traffic's. ``counters`` holds the rest (``coalesced``, ``lock_timeouts``,
+    traffic's. ``counters`` holds the rest (``coalesced``,
     ``not_stored``, ``encode_errors``, ``decode_errors``, ...).
     """
 

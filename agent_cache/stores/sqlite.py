@@ -95,6 +95,36 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
 #: How often (seconds) an open store checks that its path still names the open file.
 INODE_CHECK_S = 1.0
 
+#: A WAL smaller than this is never checkpointed early (one ``stat`` per commit, no more).
+WAL_CHECK_MIN_BYTES = 64 * 1024
+#: What a WAL is truncated back to once checkpointed (``PRAGMA journal_size_limit``):
+#: a burst that grew it (a long reader holds checkpoints back) does not keep the space.
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    """``database or disk is full`` (SQLITE_FULL): the disk, or a size limit."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == 13
+    return "is full" in str(exc)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes this process may still write on the file system holding ``folder``."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return st.f_bavail * st.f_frsize
+
 
 def _file_id(path: Path) -> tuple[int, int] | None:
     """The file's identity (device, inode); ``None`` if there is no file at ``path``."""
@@ -115,18 +145,21 @@ def _read_only(path: Path) -> bool:
 
 
 def _intact(path: Path) -> bool:
-    """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact)."""
+    """Whether the file now at ``path`` passes ``PRAGMA quick_check`` (absent: intact).
+
+    Only a corrupt answer says no: a file busy or locked by another process is a
+    database someone uses, never moved aside for that."""
     if not path.exists():
         return True
     try:
         conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000)
-    except sqlite3.Error:
-        return False
+    except sqlite3.Error as exc:
+        return not _is_corrupt(exc)
     try:
         rows = conn.execute("PRAGMA quick_check(1)").fetchall()
         return [tuple(r) for r in rows] == [("ok",)]
-    except sqlite3.Error:
-        return False
+    except sqlite3.Error as exc:
+        return isinstance(exc, sqlite3.OperationalError) and not _is_corrupt(exc)
     finally:
         conn.close()
 
@@ -176,6 +209,9 @@ class SQLiteStore:
                 f"SQLiteStore needs a file path, got {text!r} (use MemoryStore for memory)"
             )
         self._path = Path(text)
+        self._wal_path = f"{text}-wal"
+        self._folder = self._path.parent
+        self._wal_seen = 0  # the WAL's size when the free space was last read
         self._local = _Local()
         self._lock = threading.Lock()
         self._conns: list[sqlite3.Connection] = []
@@ -602,6 +638,8 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             if _is_corrupt(exc):  # found by a read or write, not at open: on_corrupt
                 raise self._corrupt_error(exc, op, key) from exc
+            if _is_full(exc):  # give back what the WAL holds, for the next writes
+                self._checkpoint(self._local.conn)
             raise BackendError(
                 f"SQLite {op} failed on {str(self._path)!r}: {exc}", layer="exact", key=key
             ) from exc
@@ -620,6 +658,39 @@ class SQLiteStore:
         except BaseException:
             conn.rollback()
             raise
+        self._keep_wal_small(conn)
+
+    def _keep_wal_small(self, conn: sqlite3.Connection) -> None:
+        """After a commit: a WAL larger than the free space left is checkpointed into
+        the database and truncated at once, not when it reaches SQLite's 1,000 pages
+        (4 MB): on a small or nearly full disk the WAL would otherwise fill it with
+        old copies of a few pages, and the checkpoint that frees it could no longer
+        grow the database (stuck full: 67 entries in 3 MiB, 3 MiB of WAL). So the WAL
+        keeps at most half of what is free (give or take 64 KiB: the free space is
+        read each time the WAL grew that much), and the database gets the rest."""
+        wal = _size(self._wal_path)
+        if wal < WAL_CHECK_MIN_BYTES or 0 <= wal - self._wal_seen < WAL_CHECK_MIN_BYTES:
+            return  # the free space is read again once the WAL grew 64 KiB past it
+        self._wal_seen = wal
+        free = _free_bytes(self._folder)
+        if free is not None and wal > free // 2:
+            self._checkpoint(conn)
+            self._wal_seen = 0
+
+    def _checkpoint(self, conn: sqlite3.Connection | None) -> None:
+        """``wal_checkpoint(TRUNCATE)`` without waiting: a reader or writer in another
+        connection makes it give up (it is tried again after the next commit). Best
+        effort: a failure here is not the caller's failure."""
+        if conn is None or self._local.conn is not conn or conn.in_transaction:
+            return
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        except sqlite3.Error as exc:
+            log.debug("agent-cache: checkpoint of %r failed: %s", str(self._path), exc)
 
     def _conn(self) -> sqlite3.Connection:
         local = self._local
@@ -665,8 +736,17 @@ class SQLiteStore:
                 )
                 error.fatal = True  # type: ignore[attr-defined]
                 raise error from exc
-            self._move_aside(exc)
+            self._rebuild(exc)
             return self._open(local, pid)
+
+    def _rebuild(self, cause: Exception) -> None:
+        """Move the corrupt file aside, once across processes: under the first-open lock,
+        and only if the file now at the path still fails an integrity check (workers
+        that started together all met the corrupt file; the first one moves it, the
+        others then find the rebuilt one and open it)."""
+        with _open_guard.first_open_lock(self._path):
+            if not _intact(self._path):
+                self._move_aside(cause)
 
     def _corrupt_error(self, exc: sqlite3.Error, op: str, key: str | None) -> BackendError:
         """A corrupt page met by ``op``. ``on_corrupt="raise"``: a fatal ``BackendError``
@@ -685,9 +765,7 @@ class SQLiteStore:
             return error
         try:
             self.close()  # every thread reopens on what the path holds after this
-            with _open_guard.first_open_lock(self._path):
-                if not _intact(self._path):
-                    self._move_aside(exc)
+            self._rebuild(exc)
         except (OSError, sqlite3.Error) as failed:
             log.warning("agent-cache: could not rebuild %r: %s", str(self._path), failed)
         return BackendError(
@@ -698,7 +776,10 @@ class SQLiteStore:
         )
 
     def _move_aside(self, cause: Exception) -> None:
-        aside = self._path.with_name(f"{self._path.name}.corrupt-{int(time.time())}")
+        stamp = f"{self._path.name}.corrupt-{int(time.time())}"
+        aside, n = self._path.with_name(stamp), 1
+        while aside.exists():  # a second corruption within the second keeps both copies
+            aside, n = self._path.with_name(f"{stamp}-{n}"), n + 1
         for suffix in ("", "-wal", "-shm"):
             part = Path(f"{self._path}{suffix}")
             if part.exists():
@@ -716,6 +797,7 @@ class SQLiteStore:
         if _read_only(self._path):
             conn = self._open_read_only()
         else:
+            self._drop_orphans()
             conn = sqlite3.connect(
                 self._path,
                 timeout=_BUSY_TIMEOUT_MS / 1000,
@@ -725,6 +807,7 @@ class SQLiteStore:
             try:
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
                 self._prepare(conn, pid)
             except BaseException:
                 conn.close()
@@ -734,6 +817,30 @@ class SQLiteStore:
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _drop_orphans(self) -> None:
+        """A ``-wal`` / ``-shm`` beside no database file belong to one that was deleted
+        (a process that still has it open goes on using them, unlinked): a new file
+        opened with them reads the deleted database's WAL frames over its own empty
+        pages ("disk I/O error" on every call, before). They are removed first, under
+        the first-open lock (whoever creates the file next holds it for the WAL switch
+        that makes new ones), with a warning."""
+        parts = [Path(f"{self._path}{suffix}") for suffix in ("-wal", "-shm")]
+        if self._path.exists() or not any(p.exists() for p in parts):
+            return
+        with _open_guard.first_open_lock(self._path):
+            if self._path.exists():
+                return  # another opener created the file meanwhile: they are its own
+            removed = [p.name for p in parts if p.exists()]
+            for part in parts:
+                part.unlink(missing_ok=True)
+        if removed:
+            log.warning(
+                "agent-cache: %s left beside no database file %r (it was deleted): "
+                "removed, starting empty",
+                " and ".join(removed),
+                str(self._path),
+            )
 
     def _open_read_only(self) -> sqlite3.Connection:
         """A read-only connection to a file this process cannot write (read-only file,

@@ -327,7 +327,9 @@ def test_concurrent_identical_misses_make_one_call() -> None:
     assert len(calls) == 1
 
 
-def test_waiters_time_out_and_compute_themselves() -> None:
+def test_waiters_wait_past_the_timeout_for_a_live_leader() -> None:
+    """Issue 19 point 9: a slow leader is waited for (no second call); only a dead one
+    is given up on (tests/unit/test_slow_leader.py)."""
     cache = make(singleflight_timeout=0.05)
     calls: list[str] = []
     gate = threading.Event()
@@ -340,10 +342,10 @@ def test_waiters_time_out_and_compute_themselves() -> None:
     t = threading.Thread(target=lambda: cache.get_or_compute("q", leader))
     t.start()
     time.sleep(0.05)
-    assert cache.get_or_compute("q", lambda: calls.append("waiter") or "fast") == "fast"
-    gate.set()
+    threading.Timer(0.5, gate.set).start()  # ten timeouts later
+    assert cache.get_or_compute("q", lambda: calls.append("waiter") or "fast") == "slow"
     t.join()
-    assert calls == ["leader", "waiter"]
+    assert calls == ["leader"]
 
 
 def test_leader_error_reaches_waiters_and_is_not_cached() -> None:
