@@ -138,6 +138,7 @@ class Dispatcher:
         kv_block_size: int = 16,
         kv_dp_ranks: int | Sequence[int] = 1,
         kv_replay: Sequence[str | None] | None = None,
+        kv_speculative_ttl: float = 5.0,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
@@ -217,6 +218,7 @@ class Dispatcher:
             self.kv_index = KvEventIndex(
                 len(self.endpoints),
                 block_size=kv_block_size,
+                speculative_ttl=kv_speculative_ttl,
                 clock=clock,
                 watched=[addr is not None for addr in kv_events],
             )
@@ -477,6 +479,16 @@ class Dispatcher:
                 # a prompt whose full blocks the replica holds may store nothing new
                 held = call.kv is not None and call.kv.complete[i]
                 self.kv_index.sent(i, expect=not held)
+                if call.tokens is not None and not held:
+                    # what it will store there counts until its events confirm it
+                    model = call.body.get("model") if call.body is not None else None
+                    self.kv_index.expect(
+                        i,
+                        call.tokens,
+                        salt=call.salt,
+                        lora=self.kv_index.lora_of(model),
+                        match=call.kv,
+                    )
 
     def _finished(self, ep: Endpoint) -> None:
         """One request of ``ep`` is over; under the lock."""

@@ -115,6 +115,10 @@ class VllmRouter:
             endpoint): rank k publishes on the ``kv_events`` port plus k, as vLLM does.
         kv_replay: Per endpoint, the address of the publisher's replay socket
             (``replay_endpoint``), or None: read at the start and after lost batches.
+        kv_speculative_ttl: Seconds the blocks a request sent in KV-event mode should
+            store on its replica count as held there before its ``BlockStored``
+            confirms them (a burst sharing a new context then stays on one replica);
+            0: only what the events announced.
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -162,6 +166,7 @@ class VllmRouter:
         kv_block_size: int = 16,
         kv_dp_ranks: int | Sequence[int] = 1,
         kv_replay: Sequence[str | None] | None = None,
+        kv_speculative_ttl: float = 5.0,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -206,6 +211,7 @@ class VllmRouter:
             kv_block_size=kv_block_size,
             kv_dp_ranks=kv_dp_ranks,
             kv_replay=kv_replay,
+            kv_speculative_ttl=kv_speculative_ttl,
         )
         self.policy = policy
         self.health_timeout = health_timeout
