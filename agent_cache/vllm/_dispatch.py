@@ -73,6 +73,7 @@ class Call:
     prompt_chars: int | None = None  # characters of its rendered text prompt (None: ids)
     session: str | None = None  # keeps its replica while that is not overloaded
     tokens: list[int] | None = None  # the rendered prompt's token ids, when known
+    tokens_partial: bool = False  # ``tokens`` are of a prefix of the prompt only
     salt: str | None = None  # its cache_salt (KV events key block 0 with it)
     kv: KvMatch | None = None  # what the KV events say each replica holds of it
     stream: bool = False
@@ -284,7 +285,9 @@ class Dispatcher:
         if call.blocks is None or call.pinned is not None:
             return
         model = call.body.get("model") if call.body is not None else None
-        call.kv = index.lookup(call.tokens, salt=call.salt, lora=index.lora_of(model))
+        call.kv = index.lookup(
+            call.tokens, salt=call.salt, lora=index.lora_of(model), partial=call.tokens_partial
+        )
 
     def _plan(self, call: Call) -> list[Endpoint]:
         """Endpoints to try, best first; only those whose breaker lets a request through."""
@@ -317,7 +320,10 @@ class Dispatcher:
                         t if t is not None else tree[i] * call.block_tokens
                         for i, t in enumerate(kv.tokens)
                     ]
-                    call.prompt_tokens = float(len(call.tokens))
+                    if call.tokens_partial:  # the ids of a prefix: the estimate may be more
+                        call.prompt_tokens = max(call.prompt_tokens, float(len(call.tokens)))
+                    else:
+                        call.prompt_tokens = float(len(call.tokens))
                 ranked = self.chooser.rank(
                     up,
                     call.blocks,
@@ -478,6 +484,10 @@ class Dispatcher:
             if self.kv_index is not None and call.blocks is not None:
                 # a prompt whose full blocks the replica holds may store nothing new
                 held = call.kv is not None and call.kv.complete[i]
+                if held and call.tokens_partial and call.tokens is not None:
+                    # beyond the prefix, at least a block more to store (estimated)?
+                    b = self.kv_index.block_sizes[i]
+                    held = call.prompt_tokens < (len(call.tokens) // b + 1) * b
                 self.kv_index.sent(i, expect=not held)
                 if call.tokens is not None and not held:
                     # what it will store there counts until its events confirm it

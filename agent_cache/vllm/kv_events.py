@@ -599,10 +599,16 @@ class KvEventIndex:
         return len(self._reps[replica].tiers)
 
     def lookup(
-        self, tokens: Sequence[int], *, salt: str | None = None, lora: str | None = None
+        self,
+        tokens: Sequence[int],
+        *,
+        salt: str | None = None,
+        lora: str | None = None,
+        partial: bool = False,
     ) -> KvMatch:
         """Per replica, what of ``tokens`` vLLM would hit: its walk stops at the first
-        miss, and the last prompt token is always recomputed. Keys are computed once
+        miss, and the last prompt token is always recomputed (``partial``: ``tokens``
+        are a prefix of the prompt, so every full block of them can hit). Keys are computed once
         per block size, outside the lock; the walk is O(blocks) per replica. A block
         with a live speculative entry (:meth:`expect`) counts as a GPU block."""
         n = self.n
@@ -616,7 +622,7 @@ class KvEventIndex:
         for b, replicas in by_size.items():
             keys = self.request_keys(tokens, salt=salt, lora=lora, block_size=b)
             out.keys[b] = keys
-            cap = max(0, (len(tokens) - 1) // b)
+            cap = len(tokens) // b if partial else max(0, (len(tokens) - 1) // b)
             m = len(keys)
             with self._lock:
                 for r in replicas:

@@ -104,11 +104,15 @@ class VllmRouter:
             prompts, CJK text ~1-1.5). The estimate now: :attr:`chars_per_token`, and
             in :meth:`stats`.
         kv_events: Per endpoint, the ZMQ address of its KV-event publisher (``vllm serve
-            --kv-events-config``), or None; with ``tokenizer``, ``"prefix"`` then scores
-            replicas by the prefix they announced they hold, and falls back to its tree
-            when a replica's events stop. Needs ``agent-cache[kv-events]``.
+            --kv-events-config``), or None; ``"prefix"`` then scores replicas by the
+            prefix they announced they hold (plus the blocks just sent there, see
+            ``kv_speculative_ttl``), and falls back to its tree when a replica's events
+            stop. Needs ``agent-cache[kv-events]``.
         tokenizer: Renders and tokenizes a prompt (text, or chat messages with the
-            server's chat template) as the servers do, for matching KV events.
+            server's chat template) as the servers do, for matching KV events. None:
+            the servers' own ``/tokenize`` is asked, once per new prefix (the messages
+            before the last; a single-message chat or a text prompt whole), and its
+            answers are cached (see :mod:`agent_cache.vllm._tokens`).
         kv_block_size: The servers' KV block size until a replica's ``/metrics``
             (``cache_config_info``) or events give its own (a mismatch is logged).
         kv_dp_ranks: Data-parallel ranks per endpoint (one number, or one per
