@@ -141,6 +141,9 @@ def _cmd_vllm_command(args: argparse.Namespace) -> int:
             port=args.port,
             gpu_memory_utilization=args.gpu_memory_utilization,
             max_model_len=args.max_model_len,
+            block_size=args.block_size,
+            kv_events_port=None if args.no_kv_events else args.kv_events_port,
+            kv_replay_port=args.kv_replay_port,
         )
     )
     return 0
@@ -708,6 +711,17 @@ def build_parser() -> argparse.ArgumentParser:
     vcmd.add_argument("--port", type=int, default=8000)
     vcmd.add_argument("--gpu-memory-utilization", type=float, default=0.90)
     vcmd.add_argument("--max-model-len", type=int, default=None)
+    vcmd.add_argument("--block-size", type=int, default=None, help="KV block size (tokens)")
+    vcmd.add_argument(
+        "--kv-events-port", type=int, default=5557, help="KV-event publisher port (ZMQ)"
+    )
+    vcmd.add_argument(
+        "--kv-replay-port",
+        type=int,
+        default=None,
+        help="KV-event replay socket port (the router's kv_replay)",
+    )
+    vcmd.add_argument("--no-kv-events", action="store_true", help="leave KV events off")
     vcmd.set_defaults(func=_cmd_vllm_command)
 
     cal = sub.add_parser(
