@@ -348,6 +348,7 @@ class Dispatcher:
         if plan:
             with self.lock:
                 self._assign(plan[0], call)
+                self._kv_sent(self.endpoints.index(plan[0]), call, timer=False)
         return plan[0] if plan else None
 
     def replayed(self, i: int, *, done: bool) -> None:
@@ -361,11 +362,15 @@ class Dispatcher:
     def _assign(self, ep: Endpoint, call: Call) -> None:
         """Record that ``call`` goes to ``ep`` (its blocks, session, share); under the lock."""
         if call.blocks is not None and call.pinned is None and self.policy == "prefix":
+            i = self.endpoints.index(ep)
+            # the prefill it queues there: by the events where they tell, else the tree
+            held = call.kv.tokens[i] if call.kv is not None and call.tokens is not None else None
             self.chooser.assign(
-                self.endpoints.index(ep),
+                i,
                 call.blocks,
                 session=call.session,
                 prompt_tokens=call.prompt_tokens,
+                uncached_tokens=None if held is None else max(0.0, call.prompt_tokens - held),
                 block_tokens=call.block_tokens,
             )
         elif call.blocks is not None:  # warm-ups and other policies: the tree only
@@ -481,24 +486,26 @@ class Dispatcher:
             self.load.in_flight[i] += 1
             self.chooser.started(i)
             self._assign(ep, call)
-            if self.kv_index is not None and call.blocks is not None:
-                # a prompt whose full blocks the replica holds may store nothing new
-                held = call.kv is not None and call.kv.complete[i]
-                if held and call.tokens_partial and call.tokens is not None:
-                    # beyond the prefix, at least a block more to store (estimated)?
-                    b = self.kv_index.block_sizes[i]
-                    held = call.prompt_tokens < (len(call.tokens) // b + 1) * b
-                self.kv_index.sent(i, expect=not held)
-                if call.tokens is not None and not held:
-                    # what it will store there counts until its events confirm it
-                    model = call.body.get("model") if call.body is not None else None
-                    self.kv_index.expect(
-                        i,
-                        call.tokens,
-                        salt=call.salt,
-                        lora=self.kv_index.lora_of(model),
-                        match=call.kv,
-                    )
+            self._kv_sent(i, call)
+
+    def _kv_sent(self, i: int, call: Call, *, timer: bool = True) -> None:
+        """``call`` goes to replica ``i``: events should follow (``timer``: start its
+        staleness clock), and the blocks it will store there count as held until they
+        do (speculative entries). Under the lock."""
+        index = self.kv_index
+        if index is None or call.blocks is None:
+            return
+        # a prompt whose full blocks the replica holds may store nothing new
+        held = call.kv is not None and call.kv.complete[i]
+        if held and call.tokens_partial and call.tokens is not None:
+            # beyond the prefix, at least a block more to store (estimated)?
+            b = index.block_sizes[i]
+            held = call.prompt_tokens < (len(call.tokens) // b + 1) * b
+        if timer:
+            index.sent(i, expect=not held)
+        if call.tokens is not None and not held:
+            model = call.body.get("model") if call.body is not None else None
+            index.expect(i, call.tokens, salt=call.salt, lora=index.lora_of(model), match=call.kv)
 
     def _finished(self, ep: Endpoint) -> None:
         """One request of ``ep`` is over; under the lock."""
