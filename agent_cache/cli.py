@@ -53,6 +53,11 @@ def _given_file(value: str | None, option: str) -> Path | None:
 def _cmd_bench(args: argparse.Namespace) -> int:
     out = _bench_out(args.out)
     data = _given_file(args.data, "--data")
+    if args.suite == "prefix" and args.kv_routing_only:
+        from agent_cache.bench.prefix_kv import run_kv_routing_bench
+
+        run_kv_routing_bench(out=out, alone=True)
+        return 0
     if args.suite == "prefix":
         from agent_cache.bench.prefix import run_prefix_bench
 
@@ -656,6 +661,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
+    )
+    bench.add_argument(
+        "--kv-routing-only",
+        action="store_true",
+        help="prefix: only the KV-event routing part (its block of the prefix section)",
     )
     bench.add_argument(
         "--no-peer",
