@@ -237,7 +237,9 @@ def render_kv(r: dict[str, Any]) -> str:
         f"(`kv_speculative_ttl`, {_routing.SPECULATIVE_TTL_S:.0f} s, confirmed by the "
         "`BlockStored`). Streams: (a) RAG, multi-turn chat and agent as above; (b) "
         "fan-out: groups of 8 agents start 2 ms apart on a new 3,000-word shared context, "
-        "one call each (a map step: no session id), alone (*idle replicas*) and at half the pace over multi-turn "
+        "one call each (a map step, no session id: the chooser balances a session's first "
+        "request as new, whatever it shares), alone (*idle replicas*) and at half the pace "
+        "over multi-turn "
         "chats at half the pace (*busy replicas*: the bursts meet queues; its row counts "
         "the fan-out requests' tokens only); (c) long-context RAG: 16k-32k-word documents "
         "(3 per replica, "
@@ -287,13 +289,21 @@ def render_kv(r: dict[str, Any]) -> str:
         'cached share and ≥ 1.5× round-robin": '
         f"**{'met' if fan_ok else 'not met'}** ({_pct(f_spec)} vs the tree's {_pct(f_tree)} "
         f"and round-robin's {_pct(f_rr)}: {f_spec / f_rr if f_rr else 0:.2f}×; events alone "
-        f"{_pct(f_ev)}). On idle replicas (the same fan-out alone) every load-aware "
-        "router spreads a burst, the oracle too "
-        f"({_pct(idle['oracle cache + load']['cached_share'])} vs round-robin's "
-        f"{_pct(idle['round-robin']['cached_share'])}): a prefill on an idle "
-        "replica starts at once, one queued behind the first burst member's waits for it, "
-        "and the cost (uncached tokens plus prefill queued) counts both the same; the "
-        "cached share is then not what the router optimizes. "
+        f"{_pct(f_ev)}; the oracle {_pct(fan['oracle cache + load']['cached_share'])}). "
+        "On idle replicas (the same fan-out alone): speculative "
+        f"{_pct(idle[SPEC]['cached_share'])}, the tree "
+        f"{_pct(idle['prefix tree + load']['cached_share'])}, the oracle "
+        f"{_pct(idle['oracle cache + load']['cached_share'])}, events alone "
+        f"{_pct(idle['KV events + load']['cached_share'])}, round-robin "
+        f"{_pct(idle['round-robin']['cached_share'])}. Where speculative entries trail the "
+        "tree, they do so with the oracle (they know the same blocks): for the burst's "
+        "later members, waiting behind the first member's prefill and prefilling on an "
+        "idle replica cost about the same (uncached tokens plus prefill queued), and the "
+        "tree's estimate in 64-character blocks tips some of these near-ties towards "
+        "staying. In the restart stream no router can win back the restarted replica's "
+        "private agent sessions (every row loses the same); the KV-event index drops that "
+        "replica's blocks at its first event after the restart (sequence reset) instead of "
+        "routing on them. "
         'Target "within 5 % of the oracle on the existing streams": '
         + "; ".join(
             f"{s}: **{'met' if ok else 'not met'}** ({_pct(ev)} vs {_pct(orc)})"
@@ -315,7 +325,7 @@ def render_kv(r: dict[str, Any]) -> str:
         "scoring combined with load scorers (here: one cost of uncached tokens plus the "
         "prefill queued, `/metrics`, a bounded-load guard). Not here: its deployment as a "
         "Kubernetes inference-gateway scheduler, and a measurement on real pods; the rows "
-        f"above are a model. Speculative entries are ours. Event schema: vLLM {VLLM_VERSION}.",
+        f"above are a model. Event schema: vLLM {VLLM_VERSION}.",
         KV_END,
     ]
     return "\n".join(lines)
