@@ -83,4 +83,3 @@ def test_the_section_goes_inside_the_prefix_section_and_is_replaced(tmp_path: Pa
     bare.write_text("nothing here\n")
     with pytest.raises(ConfigurationError):
         prefix_kv.write_kv_section(bare, "x")
-

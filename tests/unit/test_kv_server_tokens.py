@@ -209,3 +209,23 @@ def test_the_fakes_tokenize_follows_vllms_defaults() -> None:
         client.post("http://a:8000/tokenize", json={"messages": msgs, "prompt": "x"}).status_code
         == 400
     )
+
+
+def test_framework_calls_through_the_transport_use_the_servers_tokens() -> None:
+    system = {"role": "system", "content": CONTEXT}
+    router, pubs, fakes = cluster(paused=True)
+    try:
+        client = router.httpx_client()
+        for k in range(4):
+            body = {
+                "model": "fake-model",
+                "messages": [system, {"role": "user", "content": f"q{k}"}],
+            }
+            resp = client.post(f"{router.endpoints[0]}/chat/completions", json=body)
+            assert resp.status_code == 200
+        assert len(generations(fakes)) == 1  # the burst stays together
+        assert sum(f.tokenize_calls for f in fakes) == 1
+        body = next(r.body for f in fakes for r in f.requests if r.path == "/tokenize")
+        assert body["model"] == "fake-model" and body["add_generation_prompt"] is False
+    finally:
+        close(router, pubs)
