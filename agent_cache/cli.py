@@ -53,6 +53,11 @@ def _given_file(value: str | None, option: str) -> Path | None:
 def _cmd_bench(args: argparse.Namespace) -> int:
     out = _bench_out(args.out)
     data = _given_file(args.data, "--data")
+    if args.suite == "prefix" and args.kv_routing_only:
+        from agent_cache.bench.prefix_kv import run_kv_routing_bench
+
+        run_kv_routing_bench(out=out, alone=True)
+        return 0
     if args.suite == "prefix":
         from agent_cache.bench.prefix import run_prefix_bench
 
@@ -141,6 +146,9 @@ def _cmd_vllm_command(args: argparse.Namespace) -> int:
             port=args.port,
             gpu_memory_utilization=args.gpu_memory_utilization,
             max_model_len=args.max_model_len,
+            block_size=args.block_size,
+            kv_events_port=None if args.no_kv_events else args.kv_events_port,
+            kv_replay_port=args.kv_replay_port,
         )
     )
     return 0
@@ -655,6 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--routing-scale", type=float, default=3.0, help="prefix: size of the routing streams"
     )
     bench.add_argument(
+        "--kv-routing-only",
+        action="store_true",
+        help="prefix: only the KV-event routing part (its block of the prefix section)",
+    )
+    bench.add_argument(
         "--no-peer",
         action="store_true",
         help="skip the peer (prefix: ContextPilot; semantic, latency: GPTCache)",
@@ -708,6 +721,17 @@ def build_parser() -> argparse.ArgumentParser:
     vcmd.add_argument("--port", type=int, default=8000)
     vcmd.add_argument("--gpu-memory-utilization", type=float, default=0.90)
     vcmd.add_argument("--max-model-len", type=int, default=None)
+    vcmd.add_argument("--block-size", type=int, default=None, help="KV block size (tokens)")
+    vcmd.add_argument(
+        "--kv-events-port", type=int, default=5557, help="KV-event publisher port (ZMQ)"
+    )
+    vcmd.add_argument(
+        "--kv-replay-port",
+        type=int,
+        default=None,
+        help="KV-event replay socket port (the router's kv_replay)",
+    )
+    vcmd.add_argument("--no-kv-events", action="store_true", help="leave KV events off")
     vcmd.set_defaults(func=_cmd_vllm_command)
 
     cal = sub.add_parser(

@@ -540,6 +540,10 @@ def run_prefix_bench(
                 f"{row['online_popularity']:.3f} oracle {row['online_oracle']:.3f}"
             )
     results["sweep"] = sweep
+    from agent_cache.bench.prefix_kv import run_kv_routing_bench
+
+    log("KV-event routing ...")
+    results["kv_routing"] = run_kv_routing_bench(out=None, seed=seed, log=log)
     results["elapsed_s"] = time.perf_counter() - began
     section = _render(results, peer)
     _write_section(Path(out), section)
@@ -642,6 +646,7 @@ def _render(r: dict[str, Any], peer: bool) -> str:
         "document order and the capacity column shows what scheduling adds.",
         "",
         *_sweep.render_sweep(r["sweep"], peer),
+        *([r["kv_routing"]["markdown"], ""] if "kv_routing" in r else []),
         SECTION_END,
         "",
     ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ __all__ = [
     "Session",
     "Turn",
     "agent_sessions",
+    "fanout_sessions",
+    "long_rag_sessions",
     "measured_chars_per_token",
     "mean_full_prefill_s",
     "chat_sessions",
@@ -61,8 +64,11 @@ CONTENDERS = (
     "prefix tree",
     "prefix tree + load",
     "KV events + load",
+    "KV events + speculative + load",
     "oracle cache + load",
 )
+#: Seconds a speculative entry lives in the ``"KV events + speculative + load"`` router.
+SPECULATIVE_TTL_S = 5.0
 
 
 def prefill_ms(prompt: int, cached: int) -> float:
@@ -166,6 +172,85 @@ def agent_sessions(
     return out
 
 
+def fanout_sessions(
+    groups: int,
+    rate: float,
+    rng: random.Random,
+    system: str,
+    vocab: Sequence[str],
+    *,
+    agents: int = 8,
+    context_words: int = 3000,
+    steps: int = 3,
+    gap_s: float = 0.002,
+) -> list[Session]:
+    """A concurrent fan-out: groups arrive as a Poisson stream of ``rate``/s; each
+    brings a new shared context (``context_words`` words no other group has) and
+    ``agents`` agents that start back to back (``gap_s`` apart: the burst is sent before
+    the first prefill ends), each then running ``steps`` steps of a tool call and its
+    result (60-160 words) appended, 0.5 s mean tool latency."""
+    t, out = 0.0, []
+    for g in range(groups):
+        t += rng.expovariate(rate)
+        context = " ".join(
+            f"{rng.choice(vocab)}{g}x{rng.randrange(97)}" for _ in range(context_words)
+        )
+        for a in range(agents):
+            msgs: list[Message] = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": f"Shared context {g}:\n{context}"},
+                {"role": "user", "content": f"Agent {g}.{a}: " + _words(rng, vocab, 10, 30)},
+            ]
+            turns = []
+            for k in range(steps):
+                call = '{"tool": "search", "arguments": {"q": "' + _words(rng, vocab, 3, 8) + '"}}'
+                turns.append(Turn(list(msgs), call, rng.expovariate(1 / 0.5)))
+                result = f"Result {g}.{a}.{k}: " + _words(rng, vocab, 60, 160)
+                msgs = msgs + [
+                    {"role": "assistant", "content": call},
+                    {"role": "tool", "content": result},
+                ]
+            out.append(Session(f"fan-{g}-{a}", t + a * gap_s, turns))
+    return out
+
+
+def long_rag_sessions(
+    requests: int,
+    rate: float,
+    rng: random.Random,
+    vocab: Sequence[str],
+    *,
+    corpora: int = 12,
+    lo_words: int = 16_000,
+    hi_words: int = 32_000,
+) -> list[Session]:
+    """Long-context RAG: one-turn requests (Poisson, ``rate``/s), each a long context
+    (one of ``corpora``, ``lo_words``-``hi_words`` words, Zipf(1.0) popularity) and a
+    question of its own."""
+    texts = [
+        " ".join(
+            f"{rng.choice(vocab)}{c}y{rng.randrange(89)}"
+            for _ in range(rng.randint(lo_words, hi_words))
+        )
+        for c in range(corpora)
+    ]
+    weights = [1.0 / (k + 1) for k in range(corpora)]
+    t, out = 0.0, []
+    for i in range(requests):
+        t += rng.expovariate(rate)
+        c = rng.choices(range(corpora), weights)[0]
+        msgs: list[Message] = [
+            {"role": "system", "content": "Answer from the document."},
+            {
+                "role": "user",
+                "content": f"Document {c}:\n{texts[c]}\n\nQuestion {i}: "
+                + _words(rng, vocab, 8, 20),
+            },
+        ]
+        out.append(Session(f"long-{i}", t, [Turn(msgs, _words(rng, vocab, 20, 40))]))
+    return out
+
+
 # ---------------------------------------------------------------------------- model
 @dataclass
 class _Replica:
@@ -208,11 +293,13 @@ class _Contender:
             self.router = VllmRouter(self.urls, policy="prefix", load_weight=0.0, **common)
         elif name in ("prefix tree + load", "oracle cache + load"):
             self.router = VllmRouter(self.urls, policy="prefix", **common)
-        elif name == "KV events + load":
+        elif name.startswith("KV events"):
+            # addresses make every replica watched; pick() never connects them
             self.router = VllmRouter(
                 self.urls,
                 policy="prefix",
-                kv_events=[None] * n,
+                kv_events=[f"tcp://replica-{i}:5557" for i in range(n)],
+                kv_speculative_ttl=SPECULATIVE_TTL_S if "speculative" in name else 0.0,
                 tokenizer=lambda m: tokens(m),  # type: ignore[arg-type]
                 **common,
             )
@@ -220,8 +307,10 @@ class _Contender:
             "least-loaded",
             "prefix tree + load",
             "KV events + load",
+            "KV events + speculative + load",
             "oracle cache + load",
         )
+        self.seq = [0] * n  # each replica's event sequence (a restart starts it again)
 
     def pick(
         self, msgs: list[Message], session: str | None, reps: list[_Replica], toks: list[int]
@@ -277,21 +366,23 @@ class _Contender:
         index = self.router._d.kv_index if self.router is not None else None
         if index is None:
             return
+        events: list[dict[str, Any]] = []
         for e in batch:
             if e[0] == "stored":
                 _, h, parent, block = e
-                index.apply(
-                    i,
+                events.append(
                     {
                         "type": "BlockStored",
                         "block_hashes": [h],
                         "parent_block_hash": parent,
                         "token_ids": list(block),  # type: ignore[call-overload]
                         "block_size": 16,
-                    },
+                    }
                 )
-            else:
-                index.apply(i, {"type": "BlockRemoved", "block_hashes": [e[1]]})
+            elif e[0] == "removed":
+                events.append({"type": "BlockRemoved", "block_hashes": [e[1]]})
+        index.apply_batch(i, events, seq=self.seq[i])
+        self.seq[i] += 1
 
 
 def _outputs(tokens: Tokens, msgs: list[Message], answer: str, prompt: list[int]) -> list[int]:
@@ -351,16 +442,20 @@ def run_stream(
     capacity_blocks: int,
     tokens: Tokens,
     chars_per_token: float | None = 4.0,
+    restart: tuple[float, int] | None = None,
 ) -> dict[str, Any]:
     """Replay a stream through one contender; returns the shares and modelled TTFTs.
 
     ``chars_per_token`` configures the routers (see :func:`measured_chars_per_token`);
     None: they learn it from each request's prompt tokens, as from ``usage`` (the
-    result's ``chars_per_token`` is the ratio they ended with)."""
+    result's ``chars_per_token`` is the ratio they ended with). ``restart``: at that
+    time (s) that replica restarts at once: its cache is empty, its event sequence
+    starts at 0 again, no request fails (the routers are not told)."""
     now = [0.0]
     con = _Contender(contender, replicas, capacity_blocks, tokens, now, chars_per_token)
     reps = [_Replica(PrefixCacheSimulator(16, capacity_blocks)) for _ in range(replicas)]
-    if contender == "KV events + load":
+    kv = contender.startswith("KV events")
+    if kv:
         for r in reps:
             r.sim.events = []
     heap: list[tuple[float, int, str, Any]] = []
@@ -374,7 +469,11 @@ def run_stream(
     for s in sessions:
         push(s.start, "arrive", (s, 0))
     push(0.0, "scrape", None)
+    if restart is not None:
+        push(restart[0], "restart", restart[1])
     ttft: list[float] = []
+    pick_s: list[float] = []
+    by_kind: dict[str, list[int]] = {}  # session name's first part -> [cached, prompt]
     cached_total = prompt_total = 0
     last = max(s.start for s in sessions)
     while heap:
@@ -389,13 +488,20 @@ def run_stream(
             con.events(*payload)
         elif kind == "done":
             con.started(payload, True)
+        elif kind == "restart":
+            reps[payload].sim = PrefixCacheSimulator(16, capacity_blocks)
+            if kv:
+                reps[payload].sim.events = []
+            con.seq[payload] = 0
         elif kind == "arrive":
             session, k = payload
             turn = session.turns[k]
             toks = tokens(turn.messages)
             out = _outputs(tokens, turn.messages, turn.answer, toks)
             name = session.name if len(session.turns) > 1 else None  # RAG: no session
+            t0 = time.perf_counter()
             i = con.pick(turn.messages, name, reps, toks)
+            pick_s.append(time.perf_counter() - t0)
             con.started(i, False)
             r = reps[i]
             cached = r.sim.run(toks, output_token_ids=out or None, output_tokens=len(out))
@@ -414,6 +520,9 @@ def run_stream(
             r.prefill_tokens += len(toks) - cached
             cached_total += cached
             prompt_total += len(toks)
+            tally = by_kind.setdefault(session.name.split("-")[0], [0, 0])
+            tally[0] += cached
+            tally[1] += len(toks)
             ttft.append((r.free_at - t) * 1000.0)
             if batch:
                 push(r.free_at + EVENT_LAG_S, "events", (i, batch))
@@ -431,6 +540,10 @@ def run_stream(
         "max_prefill_vs_mean": max(pre) / (sum(pre) / replicas) if sum(pre) else 1.0,
         "ttft_mean_ms": sum(ttft) / n,
         "ttft_p90_ms": ttft[min(n - 1, int(0.9 * n))],
+        "busiest_share": max(req) / sum(req),
+        "cached_share_by_kind": {k: c / p if p else 0.0 for k, (c, p) in by_kind.items()},
+        "pick_us_mean": sum(pick_s) / n * 1e6,
+        "pick_us_p99": sorted(pick_s)[min(n - 1, int(0.99 * n))] * 1e6,
         "requests": n,
         "chars_per_token": con.router.chars_per_token if con.router is not None else None,
     }

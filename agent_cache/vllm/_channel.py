@@ -16,9 +16,11 @@ from typing import Any
 
 import httpx
 
-from agent_cache.vllm._calls import CallBuilder, Message
+from agent_cache.errors import BackendError
+from agent_cache.vllm._calls import CallBuilder, Message, json_body, token_ids
 from agent_cache.vllm._dispatch import Call, Dispatcher
 from agent_cache.vllm._endpoint import Endpoint
+from agent_cache.vllm._tokens import ServerTokens, TokenizePlan
 
 __all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "Channel"]
 
@@ -54,6 +56,14 @@ class Channel:
         self._owns_client = client is None
         self._owns_aclient = async_client is None
         self._lock = threading.Lock()
+        # KV-event matching without a caller's tokenizer: the servers' /tokenize
+        self.server_tokens: ServerTokens | None = (
+            ServerTokens(dispatcher.clock)
+            if dispatcher.kv_index is not None
+            and dispatcher.policy == "prefix"
+            and calls.tokenizer is None
+            else None
+        )
 
     # ------------------------------------------------------------------ for transports
     @property
@@ -83,11 +93,42 @@ class Channel:
     def send(self, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Send with retries and failover; the response and the endpoint that gave it.
         A stream (``call.stream``) must be finished with :meth:`end_stream`."""
+        plan = self._tokenize_plan(call)
+        if plan is not None:
+            try:
+                resp, ep = self.dispatcher.send(self.client(), plan.call)
+                self._tokenized(plan, call, resp, ep)
+            except BackendError as exc:
+                self._tokenize_failed(exc)
         return self.dispatcher.send(self.client(), call)
 
     async def asend(self, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Async twin of :meth:`send`."""
+        plan = self._tokenize_plan(call)
+        if plan is not None:
+            try:
+                resp, ep = await self.dispatcher.asend(self.async_client(), plan.call)
+                self._tokenized(plan, call, resp, ep)
+            except BackendError as exc:
+                self._tokenize_failed(exc)
         return await self.dispatcher.asend(self.async_client(), call)
+
+    def _tokenize_plan(self, call: Call) -> TokenizePlan | None:
+        """The servers' token ids for ``call`` (KV-event matching), from the cache or
+        the ``/tokenize`` call to make; see :mod:`agent_cache.vllm._tokens`."""
+        if self.server_tokens is None:
+            return None
+        return self.server_tokens.plan(call)
+
+    def _tokenized(
+        self, plan: TokenizePlan, call: Call, resp: httpx.Response, ep: Endpoint
+    ) -> None:
+        assert self.server_tokens is not None
+        self.server_tokens.done(plan, call, token_ids(json_body(resp, ep), ep))
+
+    def _tokenize_failed(self, exc: BackendError) -> None:
+        assert self.server_tokens is not None
+        self.server_tokens.failed(exc)
 
     def end_stream(
         self, ep: Endpoint, usage: Any, *, failed: bool, call: Call | None = None

@@ -73,6 +73,7 @@ class Call:
     prompt_chars: int | None = None  # characters of its rendered text prompt (None: ids)
     session: str | None = None  # keeps its replica while that is not overloaded
     tokens: list[int] | None = None  # the rendered prompt's token ids, when known
+    tokens_partial: bool = False  # ``tokens`` are of a prefix of the prompt only
     salt: str | None = None  # its cache_salt (KV events key block 0 with it)
     kv: KvMatch | None = None  # what the KV events say each replica holds of it
     stream: bool = False
@@ -138,6 +139,7 @@ class Dispatcher:
         kv_block_size: int = 16,
         kv_dp_ranks: int | Sequence[int] = 1,
         kv_replay: Sequence[str | None] | None = None,
+        kv_speculative_ttl: float = 5.0,
     ) -> None:
         if not endpoints:
             raise ConfigurationError("VllmRouter needs at least one endpoint")
@@ -217,6 +219,7 @@ class Dispatcher:
             self.kv_index = KvEventIndex(
                 len(self.endpoints),
                 block_size=kv_block_size,
+                speculative_ttl=kv_speculative_ttl,
                 clock=clock,
                 watched=[addr is not None for addr in kv_events],
             )
@@ -282,7 +285,9 @@ class Dispatcher:
         if call.blocks is None or call.pinned is not None:
             return
         model = call.body.get("model") if call.body is not None else None
-        call.kv = index.lookup(call.tokens, salt=call.salt, lora=index.lora_of(model))
+        call.kv = index.lookup(
+            call.tokens, salt=call.salt, lora=index.lora_of(model), partial=call.tokens_partial
+        )
 
     def _plan(self, call: Call) -> list[Endpoint]:
         """Endpoints to try, best first; only those whose breaker lets a request through."""
@@ -315,7 +320,10 @@ class Dispatcher:
                         t if t is not None else tree[i] * call.block_tokens
                         for i, t in enumerate(kv.tokens)
                     ]
-                    call.prompt_tokens = float(len(call.tokens))
+                    if call.tokens_partial:  # the ids of a prefix: the estimate may be more
+                        call.prompt_tokens = max(call.prompt_tokens, float(len(call.tokens)))
+                    else:
+                        call.prompt_tokens = float(len(call.tokens))
                 ranked = self.chooser.rank(
                     up,
                     call.blocks,
@@ -340,6 +348,7 @@ class Dispatcher:
         if plan:
             with self.lock:
                 self._assign(plan[0], call)
+                self._kv_sent(self.endpoints.index(plan[0]), call, timer=False)
         return plan[0] if plan else None
 
     def replayed(self, i: int, *, done: bool) -> None:
@@ -353,11 +362,15 @@ class Dispatcher:
     def _assign(self, ep: Endpoint, call: Call) -> None:
         """Record that ``call`` goes to ``ep`` (its blocks, session, share); under the lock."""
         if call.blocks is not None and call.pinned is None and self.policy == "prefix":
+            i = self.endpoints.index(ep)
+            # the prefill it queues there: by the events where they tell, else the tree
+            held = call.kv.tokens[i] if call.kv is not None and call.tokens is not None else None
             self.chooser.assign(
-                self.endpoints.index(ep),
+                i,
                 call.blocks,
                 session=call.session,
                 prompt_tokens=call.prompt_tokens,
+                uncached_tokens=None if held is None else max(0.0, call.prompt_tokens - held),
                 block_tokens=call.block_tokens,
             )
         elif call.blocks is not None:  # warm-ups and other policies: the tree only
@@ -473,10 +486,26 @@ class Dispatcher:
             self.load.in_flight[i] += 1
             self.chooser.started(i)
             self._assign(ep, call)
-            if self.kv_index is not None and call.blocks is not None:
-                # a prompt whose full blocks the replica holds may store nothing new
-                held = call.kv is not None and call.kv.complete[i]
-                self.kv_index.sent(i, expect=not held)
+            self._kv_sent(i, call)
+
+    def _kv_sent(self, i: int, call: Call, *, timer: bool = True) -> None:
+        """``call`` goes to replica ``i``: events should follow (``timer``: start its
+        staleness clock), and the blocks it will store there count as held until they
+        do (speculative entries). Under the lock."""
+        index = self.kv_index
+        if index is None or call.blocks is None:
+            return
+        # a prompt whose full blocks the replica holds may store nothing new
+        held = call.kv is not None and call.kv.complete[i]
+        if held and call.tokens_partial and call.tokens is not None:
+            # beyond the prefix, at least a block more to store (estimated)?
+            b = index.block_sizes[i]
+            held = call.prompt_tokens < (len(call.tokens) // b + 1) * b
+        if timer:
+            index.sent(i, expect=not held)
+        if call.tokens is not None and not held:
+            model = call.body.get("model") if call.body is not None else None
+            index.expect(i, call.tokens, salt=call.salt, lora=index.lora_of(model), match=call.kv)
 
     def _finished(self, ep: Endpoint) -> None:
         """One request of ``ep`` is over; under the lock."""

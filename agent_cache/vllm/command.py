@@ -54,6 +54,11 @@ def vllm_flags(
         raise ConfigurationError("gpus must be >= 1")
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise ConfigurationError("gpu_memory_utilization must be in (0, 1]")
+    ports = [p for p in (port, kv_events_port, kv_replay_port) if p is not None]
+    if any(not 0 < p < 65536 for p in ports) or len(set(ports)) != len(ports):
+        raise ConfigurationError(f"ports must be distinct and in 1..65535, not {ports}")
+    if kv_replay_port is not None and kv_events_port is None:
+        raise ConfigurationError("a replay port needs the KV-event publisher (kv_events_port)")
     flags = [
         ServeFlag(f"vllm serve {shlex.quote(model)}", "the OpenAI-compatible server"),
         ServeFlag(
@@ -87,7 +92,8 @@ def vllm_flags(
         if kv_replay_port is not None:
             config["replay_endpoint"] = f"tcp://*:{kv_replay_port}"
         replay = (
-            f"; kv_replay=['tcp://HOST:{kv_replay_port}'] lets it catch up on lost batches"
+            f"; kv_replay=['tcp://HOST:{kv_replay_port}'] reads the blocks cached before the "
+            "router started and catches up on lost batches"
             if kv_replay_port is not None
             else ""
         )
@@ -95,9 +101,9 @@ def vllm_flags(
             ServeFlag(
                 f"--kv-events-config {shlex.quote(json.dumps(config, separators=(',', ':')))}",
                 "publishes each stored and evicted KV block on ZMQ, so the router knows what "
-                f"every replica caches: VllmRouter(kv_events=['tcp://HOST:{kv_events_port}'],"
-                " tokenizer=...); data-parallel rank k publishes on the port plus k "
-                f"(kv_dp_ranks){replay}",
+                f"every replica caches: VllmRouter(kv_events=['tcp://HOST:{kv_events_port}']) "
+                "(token ids from the server's /tokenize unless tokenizer= is given); "
+                f"data-parallel rank k publishes on the port plus k (kv_dp_ranks){replay}",
             )
         )
     if block_size is not None:

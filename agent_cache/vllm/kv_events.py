@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_cache.errors import ConfigurationError, MissingDependencyError
@@ -193,12 +194,16 @@ class KvMatch:
         tokens: Per replica, the hit in tokens, lower tiers (CPU, storage) weighted by
             ``lower_tier_weight`` (None as in ``blocks``).
         complete: Per replica, whether it holds every full block of the prompt (a
-            request that adds less than a block then stores nothing: no event).
+            request that adds less than a block then stores nothing: no event);
+            speculative entries do not count here.
+        keys: The request's chain of block keys, per block size (what
+            :meth:`KvEventIndex.expect` records for the replica it is sent to).
     """
 
     blocks: list[int | None]
     tokens: list[float | None]
     complete: list[bool]
+    keys: dict[int, list[int]] = field(default_factory=dict)
 
 
 class _Replica:
@@ -223,6 +228,9 @@ class KvEventIndex:
         n: Number of replicas.
         block_size: vLLM's block size until a replica's ``/metrics`` or events say
             otherwise (:meth:`set_block_size`).
+        speculative_ttl: Seconds a speculative entry lives (:meth:`expect`: the blocks
+            a request just sent should store, counted as held until its
+            ``BlockStored`` confirms them or this runs out); 0 turns them off.
         stale_after: Seconds a replica may stay silent after being sent a request that
             should store blocks before its events are taken to have stopped.
         clock: Monotonic clock.
@@ -237,6 +245,7 @@ class KvEventIndex:
         n: int,
         *,
         block_size: int = 16,
+        speculative_ttl: float = 5.0,
         stale_after: float = 10.0,
         clock: Callable[[], float] | None = None,
         max_blocks: int = 1_000_000,
@@ -247,16 +256,24 @@ class KvEventIndex:
             raise ConfigurationError(
                 "need n >= 1, block_size >= 1, stale_after > 0, max_blocks >= 1"
             )
+        if not speculative_ttl >= 0:
+            raise ConfigurationError(f"speculative_ttl must be >= 0, not {speculative_ttl!r}")
         if watched is not None and len(watched) != n:
             raise ConfigurationError("watched needs one entry per replica")
         self.n = n
         self.block_size = block_size
         self.stale_after = stale_after
         self.max_blocks = max_blocks
+        self.speculative_ttl = speculative_ttl
         self.lower_tier_weight = lower_tier_weight
         self._clock = clock
         self._lock = threading.Lock()
         self._reps = [_Replica() for _ in range(n)]
+        # per replica: key -> expiry of a speculative entry, soonest first
+        self._spec: list[OrderedDict[int, float]] = [OrderedDict() for _ in range(n)]
+        self.speculated = [0] * n  # speculative entries recorded
+        self.confirmed = [0] * n  # ... confirmed by a BlockStored
+        self.expired = [0] * n  # ... dropped unconfirmed
         self.watched = list(watched) if watched is not None else [True] * n
         self.block_sizes = [block_size] * n
         self._size_source = ["default"] * n
@@ -408,6 +425,7 @@ class KvEventIndex:
                 return None
             parent = slot[0]
         t = tuple(tokens)
+        spec = self._spec[replica] if medium == 0 else None
         for i, h in enumerate(hashes):
             raw = extras[i] if i < len(extras) else None
             rest = _freeze(raw) if raw is not None else ()
@@ -416,6 +434,8 @@ class KvEventIndex:
             if lora and rest and rest[0] == lora:
                 rest = rest[1:]  # 0.33 repeats the LoRA name first in every block's keys
             key = hash((parent, _extra(lora, rest), t[i * b : (i + 1) * b]))
+            if spec and spec.pop(key, None) is not None:
+                self.confirmed[replica] += 1
             parent = self._add(rep, _hashable(h), key, group, medium, rank)
         while len(rep.held) > self.max_blocks:
             mk, _ = rep.held.popitem(last=False)
@@ -480,6 +500,7 @@ class KvEventIndex:
 
     def _clear(self, replica: int, rank: int | None = None) -> None:
         rep = self._reps[replica]
+        self._spec[replica].clear()
         if rank is None or all(mk[3] == rank for mk in rep.held):
             self._reps[replica] = _Replica()
             return
@@ -502,6 +523,66 @@ class KvEventIndex:
             if self._waiting_since[replica] is None:
                 self._waiting_since[replica] = self._clock()
 
+    def expect(
+        self,
+        replica: int,
+        tokens: Sequence[int],
+        *,
+        salt: str | None = None,
+        lora: str | None = None,
+        match: KvMatch | None = None,
+    ) -> None:
+        """A request with ``tokens`` was sent to ``replica``: record the full blocks
+        it should store there as speculative entries for ``speculative_ttl`` seconds.
+        Until its ``BlockStored`` arrives (confirming them) or they expire, they count
+        as held on the GPU, so a burst of requests sharing a new context, sent before
+        the first one's events come back, follows it to one replica. ``match``: the
+        request's :meth:`lookup` (its keys are reused)."""
+        if not self.speculative_ttl or not self.watched[replica]:
+            return
+        b = self.block_sizes[replica]
+        keys = match.keys.get(b) if match is not None else None
+        if keys is None:
+            keys = self.request_keys(tokens, salt=salt, lora=lora, block_size=b)
+        if not keys:
+            return
+        until = self._now() + self.speculative_ttl
+        with self._lock:
+            spec = self._spec[replica]
+            tiers = self._reps[replica].tiers
+            for k in keys:
+                t = tiers.get(k)
+                if t is not None and t[0]:
+                    continue  # held already
+                if k in spec:
+                    spec.move_to_end(k)
+                else:
+                    self.speculated[replica] += 1
+                spec[k] = until
+            while len(spec) > self.max_blocks:
+                spec.popitem(last=False)
+                self.expired[replica] += 1
+
+    def speculative(self, replica: int) -> int:
+        """Speculative entries of ``replica`` still alive (unconfirmed, unexpired)."""
+        with self._lock:
+            self._expire(replica, self._now())
+            return len(self._spec[replica])
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else time.monotonic()
+
+    def _expire(self, replica: int, now: float) -> None:
+        """Drop ``replica``'s expired speculative entries (the oldest are first: they
+        all live ``speculative_ttl``); under the lock."""
+        spec = self._spec[replica]
+        while spec:
+            k, until = next(iter(spec.items()))
+            if until > now:
+                break
+            del spec[k]
+            self.expired[replica] += 1
+
     def stale(self, replica: int) -> bool:
         """Whether ``replica``'s events seem to have stopped (or it has none)."""
         if not self.watched[replica]:
@@ -518,13 +599,21 @@ class KvEventIndex:
         return len(self._reps[replica].tiers)
 
     def lookup(
-        self, tokens: Sequence[int], *, salt: str | None = None, lora: str | None = None
+        self,
+        tokens: Sequence[int],
+        *,
+        salt: str | None = None,
+        lora: str | None = None,
+        partial: bool = False,
     ) -> KvMatch:
         """Per replica, what of ``tokens`` vLLM would hit: its walk stops at the first
-        miss, and the last prompt token is always recomputed. Keys are computed once
-        per block size, outside the lock; the walk is O(blocks) per replica."""
+        miss, and the last prompt token is always recomputed (``partial``: ``tokens``
+        are a prefix of the prompt, so every full block of them can hit). Keys are computed once
+        per block size, outside the lock; the walk is O(blocks) per replica. A block
+        with a live speculative entry (:meth:`expect`) counts as a GPU block."""
         n = self.n
         out = KvMatch([None] * n, [None] * n, [False] * n)
+        now = self._now()
         live = [r for r in range(n) if not self.stale(r)]
         by_size: dict[int, list[int]] = {}
         for r in live:
@@ -532,23 +621,30 @@ class KvEventIndex:
         w = self.lower_tier_weight
         for b, replicas in by_size.items():
             keys = self.request_keys(tokens, salt=salt, lora=lora, block_size=b)
-            cap = max(0, (len(tokens) - 1) // b)
+            out.keys[b] = keys
+            cap = len(tokens) // b if partial else max(0, (len(tokens) - 1) // b)
+            m = len(keys)
             with self._lock:
                 for r in replicas:
                     tiers = self._reps[r].tiers
-                    i, m = 0, len(keys)
+                    self._expire(r, now)
+                    spec = self._spec[r]
+                    i = held = 0
                     while i < m:
                         t = tiers.get(keys[i])
-                        if t is None or not t[0]:
+                        if t is not None and t[0]:
+                            held += 1
+                        elif keys[i] not in spec:
                             break
                         i += 1
                     gpu = min(i, cap)
+                    complete = held == i
                     while i < m and keys[i] in tiers:
                         i += 1
                     lower = min(i, cap) - gpu
                     out.blocks[r] = gpu
                     out.tokens[r] = float((gpu + w * lower) * b)
-                    out.complete[r] = i == m
+                    out.complete[r] = complete and i == m
         return out
 
     def match(

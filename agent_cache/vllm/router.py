@@ -104,17 +104,25 @@ class VllmRouter:
             prompts, CJK text ~1-1.5). The estimate now: :attr:`chars_per_token`, and
             in :meth:`stats`.
         kv_events: Per endpoint, the ZMQ address of its KV-event publisher (``vllm serve
-            --kv-events-config``), or None; with ``tokenizer``, ``"prefix"`` then scores
-            replicas by the prefix they announced they hold, and falls back to its tree
-            when a replica's events stop. Needs ``agent-cache[kv-events]``.
+            --kv-events-config``), or None; ``"prefix"`` then scores replicas by the
+            prefix they announced they hold (plus the blocks just sent there, see
+            ``kv_speculative_ttl``), and falls back to its tree when a replica's events
+            stop. Needs ``agent-cache[kv-events]``.
         tokenizer: Renders and tokenizes a prompt (text, or chat messages with the
-            server's chat template) as the servers do, for matching KV events.
+            server's chat template) as the servers do, for matching KV events. None:
+            the servers' own ``/tokenize`` is asked, once per new prefix (the messages
+            before the last; a single-message chat or a text prompt whole), and its
+            answers are cached (see :mod:`agent_cache.vllm._tokens`).
         kv_block_size: The servers' KV block size until a replica's ``/metrics``
             (``cache_config_info``) or events give its own (a mismatch is logged).
         kv_dp_ranks: Data-parallel ranks per endpoint (one number, or one per
             endpoint): rank k publishes on the ``kv_events`` port plus k, as vLLM does.
         kv_replay: Per endpoint, the address of the publisher's replay socket
             (``replay_endpoint``), or None: read at the start and after lost batches.
+        kv_speculative_ttl: Seconds the blocks a request sent in KV-event mode should
+            store on its replica count as held there before its ``BlockStored``
+            confirms them (a burst sharing a new context then stays on one replica);
+            0: only what the events announced.
         salt_secret: Secret for per-namespace ``cache_salt``s (HMAC-SHA256). Router
             processes that share servers should share it; default: random per router.
         cache: Where to record usage (``record_model_usage``), e.g. a ``LayeredCache``.
@@ -162,6 +170,7 @@ class VllmRouter:
         kv_block_size: int = 16,
         kv_dp_ranks: int | Sequence[int] = 1,
         kv_replay: Sequence[str | None] | None = None,
+        kv_speculative_ttl: float = 5.0,
         salt_secret: str | bytes | None = None,
         cache: UsageSink | None = None,
         client: httpx.Client | None = None,
@@ -206,6 +215,7 @@ class VllmRouter:
             kv_block_size=kv_block_size,
             kv_dp_ranks=kv_dp_ranks,
             kv_replay=kv_replay,
+            kv_speculative_ttl=kv_speculative_ttl,
         )
         self.policy = policy
         self.health_timeout = health_timeout

@@ -130,6 +130,7 @@ class FakeVllm:
         self._faults: list[tuple[str, float]] = []  # ("status", code) | ("hang", seconds)
         self._stream_faults: list[int] = []  # chunks sent before an in-stream error
         self._lock = threading.Lock()
+        self.tokenize_calls = 0  # POST /tokenize answered
         self.running = 0  # reported as vllm:num_requests_running (tests set them)
         self.waiting = 0  # reported as vllm:num_requests_waiting
 
@@ -193,19 +194,44 @@ class FakeVllm:
         add_generation_prompt: bool = True,
         tools: Any = None,
         template_kwargs: Any = None,
+        continue_final_message: bool = False,
     ) -> str:
         """A ChatML-style chat template (tools and template kwargs rendered first, as
-        tool-aware templates do)."""
+        tool-aware templates do); ``continue_final_message`` leaves the last message
+        open (no end tag, no generation prompt), as vLLM does."""
         head = ""
         if tools:
             head += f"<|im_start|>tools\n{json.dumps(tools, sort_keys=True)}<|im_end|>\n"
         if template_kwargs:
             head += f"<|im_start|>kwargs\n{json.dumps(template_kwargs, sort_keys=True)}<|im_end|>\n"
-        text = head + "".join(
+        turns = [
             f"<|im_start|>{m.get('role', 'user')}\n{m.get('content') or ''}<|im_end|>\n"
             for m in messages
+        ]
+        if continue_final_message and turns:
+            return head + "".join(turns)[: -len("<|im_end|>\n")]
+        return head + "".join(turns) + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+    def render_body(self, body: Mapping[str, Any]) -> str:
+        """A chat request's (or chat ``/tokenize`` body's) prompt, with vLLM's defaults
+        (``add_generation_prompt: true``, ``continue_final_message: false``)."""
+        return self.render(
+            body["messages"],
+            add_generation_prompt=body.get("add_generation_prompt", True) is not False,
+            tools=body.get("tools"),
+            template_kwargs=body.get("chat_template_kwargs"),
+            continue_final_message=bool(body.get("continue_final_message")),
         )
-        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+    def tokenize_body(self, body: Mapping[str, Any]) -> list[int]:
+        """``/tokenize`` as vLLM 0.33 answers it: a chat is rendered with its template
+        (which holds the BOS; ``add_special_tokens`` defaults to false and would add a
+        second), a prompt gets the BOS unless ``add_special_tokens`` is false."""
+        if "messages" in body:
+            extra = [BOS] if body.get("add_special_tokens") is True else []
+            return extra + self.tokenize_text(self.render_body(body))
+        bos = body.get("add_special_tokens", True) is not False
+        return self.tokenize_text(str(body.get("prompt", "")), bos=bos)
 
     def _usage(self, prompt: list[int], completion: int, cached: int) -> dict[str, Any]:
         usage: dict[str, Any] = {
@@ -290,17 +316,12 @@ class FakeVllm:
             return _json(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         if method == "POST" and isinstance(body, dict):
             if path == "/tokenize":
-                tokens = (
-                    self.tokenize_text(
-                        self.render(
-                            body["messages"],
-                            tools=body.get("tools"),
-                            template_kwargs=body.get("chat_template_kwargs"),
-                        )
-                    )
-                    if "messages" in body
-                    else self.tokenize_text(str(body.get("prompt", "")))
-                )
+                if "messages" in body and "prompt" in body:
+                    return _error(400, "give either messages or prompt")
+                if "messages" in body and not isinstance(body["messages"], list):
+                    return _error(400, "messages must be a list")
+                self.tokenize_calls += 1
+                tokens = self.tokenize_body(body)
                 return _json(
                     200,
                     {
@@ -325,13 +346,7 @@ class FakeVllm:
         return _json(404, {"detail": "Not Found"})
 
     def _chat(self, body: Mapping[str, Any]) -> Reply:
-        prompt = self.tokenize_text(
-            self.render(
-                body["messages"],
-                tools=body.get("tools"),
-                template_kwargs=body.get("chat_template_kwargs"),
-            )
-        )
+        prompt = self.tokenize_text(self.render_body(body))
         words, usage = self._generate(prompt, body)
         created = int(time.time())
         base = {"id": "chatcmpl-fake", "created": created, "model": body.get("model") or self.model}
