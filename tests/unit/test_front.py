@@ -3,11 +3,15 @@ write returns, and one body behind each sync/async pair."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from typing import Any
 
 import pytest
 
 from agent_cache import ConfigurationError, LayeredCache, TtlPolicy
+from agent_cache.cache import LayeredCache as Front
 from agent_cache.stores import MemoryStore
 from agent_cache.testing import FakeClock, HashEmbedder
 
@@ -86,3 +90,69 @@ def test_a_failed_write_returns_the_key_it_tried_after_bump_version() -> None:
     ok = make(kv_store=MemoryStore())
     ok.bump_version()
     assert failed == ok.store("What is RAG?", "Retrieval.")
+
+
+def test_get_or_compute_is_fetch_value() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Spy(LayeredCache):
+        def fetch(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs)
+            return super().fetch(*args, **kwargs)
+
+    cache = Spy(path=None, embedder=HashEmbedder(), clock=FakeClock())
+    assert cache.get_or_compute("q?", lambda: "a", ttl=60, tags=["t"]) == "a"
+    assert seen and seen[0]["ttl"] == 60 and list(seen[0]["tags"]) == ["t"]
+
+
+async def test_aget_or_compute_is_afetch_value() -> None:
+    seen: list[str] = []
+
+    class Spy(LayeredCache):
+        async def afetch(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(args[0])
+            return await super().afetch(*args, **kwargs)
+
+    cache = Spy(path=None, embedder=HashEmbedder(), clock=FakeClock())
+
+    async def compute() -> str:
+        return "a"
+
+    assert await cache.aget_or_compute("q?", compute) == "a"
+    assert seen == ["q?"]
+
+
+PAIRS = [
+    ("lookup", "alookup"),
+    ("store", "astore"),
+    ("get_or_compute", "aget_or_compute"),
+    ("fetch", "afetch"),
+    ("fetch_stream", "afetch_stream"),
+    ("invalidate", "ainvalidate"),
+    ("invalidate_all_namespaces", "ainvalidate_all_namespaces"),
+    ("feedback", "afeedback"),
+    ("bump_version", "abump_version"),
+    ("clear", "aclear"),
+]
+
+
+@pytest.mark.parametrize(("sync", "async_"), PAIRS)
+def test_twins_take_the_same_arguments(sync: str, async_: str) -> None:
+    a = inspect.signature(getattr(Front, sync)).parameters
+    b = inspect.signature(getattr(Front, async_)).parameters
+    assert [(p.name, p.kind, p.default) for p in a.values()] == [
+        (p.name, p.kind, p.default) for p in b.values()
+    ]
+
+
+@pytest.mark.parametrize(("sync", "async_"), PAIRS)
+def test_async_twins_are_at_most_three_lines_over_one_body(sync: str, async_: str) -> None:
+    """An async twin's code (its docstring aside) spans <= 3 lines."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(Front, async_))))
+    fn = tree.body[0]
+    assert isinstance(fn, ast.AsyncFunctionDef)
+    body = fn.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    span = (body[-1].end_lineno or 0) - body[0].lineno + 1
+    assert span <= 3, f"{async_}: {span} lines"
