@@ -8,21 +8,23 @@ a setting changed on the cache is the one every part uses.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from agent_cache.errors import ConfigurationError
-from agent_cache.keys import Template
+from agent_cache.keys import Template, templates_from
 from agent_cache.policy import TtlPolicy
 from agent_cache.stats import StatsSink
 
 __all__ = [
     "Setting",
+    "args_for",
     "Settings",
     "UnmetTargetConfig",
     "allow_unmet_target",
@@ -248,6 +250,26 @@ class Settings:
         chosen = threshold if threshold is not None else file_cfg.get("threshold", default)
         return cls(threshold=chosen, thresholds=merged, **rest)
 
+    @classmethod
+    def from_args(cls, args: Mapping[str, Any], *, default: float) -> Settings:
+        """The settings among a constructor's arguments, each field under its own name
+        (``LayeredCache``'s ``locals()``): the mappings are copied, ``templates``
+        compiled, ``ttl_policy`` defaults to a ``TtlPolicy(seed=seed)``."""
+        rest = {f.name: args[f.name] for f in fields(cls) if f.name in args}
+        rest.pop("threshold", None)
+        rest.pop("thresholds", None)
+        rest["templates"] = list(templates_from(args.get("templates")))
+        rest["ttl_policy"] = args.get("ttl_policy") or TtlPolicy(seed=args.get("seed"))
+        rest["quotas"] = args.get("quotas") or {}
+        rest["fallbacks"] = args.get("fallbacks") or {}
+        return cls.merged(
+            args.get("threshold"),
+            args.get("thresholds"),
+            args.get("config"),
+            default=default,
+            **rest,
+        )
+
     def threshold_in(self, namespace: str) -> float:
         """The configured threshold of ``namespace`` (before any error bound)."""
         return self.thresholds.get(namespace, self.threshold)
@@ -264,6 +286,13 @@ class Setting(Generic[T]):
 
     def __set__(self, obj: Any, value: T) -> None:
         setattr(obj._settings, self.name, value)
+
+
+def args_for(target: Callable[..., Any], args: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``args`` that name a parameter of ``target``: a constructor's
+    arguments handed on to the part that takes them, each named once."""
+    names = inspect.signature(target).parameters
+    return {name: value for name, value in args.items() if name in names}
 
 
 def sinks_from(metrics: StatsSink | Iterable[StatsSink] | bool | None) -> list[StatsSink]:

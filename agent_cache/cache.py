@@ -30,12 +30,12 @@ from agent_cache._fetch import Fetcher, Plan
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
 from agent_cache._lookup import Reader
-from agent_cache._settings import Setting, Settings, sinks_from
+from agent_cache._settings import Setting, Settings, args_for, sinks_from
 from agent_cache._stream import AStreamed, Streamed, Streams
 from agent_cache._trust import Trust
 from agent_cache._write import Writer, check_invalidation_tags, check_namespace
 from agent_cache.degrade import ModelGate, NegativeCache
-from agent_cache.keys import Template, templates_from
+from agent_cache.keys import Template
 from agent_cache.policy import TtlPolicy
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
 from agent_cache.savings import PriceTable
@@ -208,43 +208,9 @@ class LayeredCache:
         metrics: StatsSink | Iterable[StatsSink] | bool | None = None,
         prices: PriceTable | Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
-        self._settings = Settings.merged(
-            threshold,
-            thresholds,
-            config,
-            default=DEFAULT_THRESHOLD,
-            shadow=shadow,
-            bypass_rate=bypass_rate,
-            max_error_rate=max_error_rate,
-            audit_rate=audit_rate,
-            explore_rate=explore_rate,
-            rerank_threshold=rerank_threshold,
-            top_k=top_k,
-            case_sensitive=case_sensitive,
-            exact_only=exact_only,
-            templates=list(templates_from(templates)),
-            max_prompt_bytes=max_prompt_bytes,
-            ttl_policy=ttl_policy or TtlPolicy(seed=seed),
-            quotas=quotas or {},
-            fallbacks=fallbacks or {},
-            refresh_ahead=refresh_ahead,
-            clock=clock,
-            sleep=sleep,
-        )
-        self._backends = b = Backends(
-            path,
-            redis_url=redis_url,
-            chroma_url=chroma_url,
-            vector_backend=vector_backend,
-            prefix=prefix,
-            on_corrupt=on_corrupt,
-            backend_timeout=backend_timeout,
-            circuit_reset=circuit_reset,
-            embedder=embedder,
-            reranker=reranker,
-            kv_store=kv_store,
-            vector_store=vector_store,
-        )
+        args = {name: value for name, value in locals().items() if name != "self"}
+        self._settings = Settings.from_args(args, default=DEFAULT_THRESHOLD)
+        self._backends = b = Backends(**args_for(Backends, args))
         self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
         self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
         self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset
