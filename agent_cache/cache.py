@@ -131,7 +131,7 @@ class LayeredCache:
             Prometheus metrics in ``prometheus_client``'s default registry.
         prices: money per million tokens per model, ``{model: (input, output)}`` (or a
             :class:`~agent_cache.savings.PriceTable`): what a hit saves, in
-            ``stats().cost_saved`` and ``agent_cache_cost_saved_total``. None assumed.
+            ``stats().cost_saved`` and ``agent_cache_cost_saved_usd_total``. None assumed.
 
     Example:
         >>> cache = LayeredCache(path=None, embedder=HashEmbedder())  # doctest: +SKIP

@@ -29,11 +29,20 @@ from typing import Any
 from agent_cache import _fork
 from agent_cache.savings import KINDS, PriceTable, Usage
 
-__all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"]
+__all__ = [
+    "CacheStats",
+    "Event",
+    "NamespaceStats",
+    "StatsRecorder",
+    "StatsSink",
+    "split_outcome",
+]
 
 LAYERS = ("exact", "template", "semantic")
 #: ``outcome`` values of a lookup that served an answer (``layer`` says which layer).
 HIT = "hit"
+#: The outcome of a lookup whose best candidate was refused, ``"refused_<reason>"``.
+REFUSED = "refused"
 _SAMPLES = 4096
 _EVENTS = 20_000
 _JUDGED = 20_000
@@ -392,8 +401,17 @@ class CacheStats:
         return Group(*parts)
 
 
-def _refusal(outcome: str) -> str | None:
-    return outcome[len("refused_") :] if outcome.startswith("refused_") else None
+def split_outcome(outcome: str) -> tuple[str, str]:
+    """A lookup's outcome as ``(outcome, reason)``: ``"refused_<reason>"`` is
+    ``("refused", reason)``, every other outcome has the reason ``""``.
+
+    Example:
+        >>> split_outcome("refused_numbers"), split_outcome("hit")
+        (('refused', 'numbers'), ('hit', ''))
+    """
+    if outcome.startswith(REFUSED + "_"):
+        return REFUSED, outcome[len(REFUSED) + 1 :]
+    return outcome, ""
 
 
 class StatsRecorder:
