@@ -29,14 +29,7 @@ from typing import Any
 from agent_cache import _fork
 from agent_cache.savings import KINDS, PriceTable, Usage
 
-__all__ = [
-    "CacheStats",
-    "Event",
-    "NamespaceStats",
-    "StatsRecorder",
-    "StatsSink",
-    "split_outcome",
-]
+__all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"]
 
 LAYERS = ("exact", "template", "semantic")
 #: ``outcome`` values of a lookup that served an answer (``layer`` says which layer).
