@@ -134,10 +134,19 @@ class LayeredCache:
             ``stats().cost_saved`` and ``agent_cache_cost_saved_usd_total``. None assumed.
 
     Example:
-        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())  # doctest: +SKIP
-        >>> cache.store("What is RAG?", "Retrieval-augmented generation.")
+        >>> from agent_cache.testing import HashEmbedder
+        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+        >>> key = cache.store("What is RAG?", "Retrieval-augmented generation.", tags=["doc:1"])
         >>> cache.lookup("what is  rag?").layer
         'exact'
+        >>> cache.get_or_compute("What is RAG?", lambda: "never called")
+        'Retrieval-augmented generation.'
+        >>> cache.invalidate(tags=["doc:1"]), cache.lookup("What is RAG?")
+        (1, None)
+        >>> cache.lookup("What is RAG?", ttl=60)
+        Traceback (most recent call last):
+        ...
+        TypeError: LayeredCache.lookup() got an unexpected keyword argument 'ttl'
     """
 
     # the settings every part of the pipeline reads at call time (agent_cache._settings)
@@ -725,8 +734,13 @@ class LayeredCache:
         (for ``max_error_rate`` and ``error_estimate``), with or without a bound set.
 
         Example:
-            >>> hit = cache.lookup("how do I cancel my order?")  # doctest: +SKIP
-            >>> cache.feedback(hit, correct=False)               # doctest: +SKIP
+            >>> from agent_cache.testing import HashEmbedder
+            >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+            >>> key = cache.store("how do I cancel my order?", "Orders > Cancel.")
+            >>> hit = cache.lookup("How do I cancel my order?")
+            >>> cache.feedback(hit, correct=False)  # evicted: never served again
+            >>> cache.lookup("How do I cancel my order?") is None
+            True
         """
         ns = rq.check_name(hit.namespace if namespace is None else namespace)
         run_sync(self._trust.feedback_flow(hit, correct, ns))

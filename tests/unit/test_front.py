@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +157,16 @@ def test_async_twins_are_at_most_three_lines_over_one_body(sync: str, async_: st
         body = body[1:]  # the docstring
     span = (body[-1].end_lineno or 0) - body[0].lineno + 1
     assert span <= 3, f"{async_}: {span} lines"
+
+
+def test_the_doctest_modules_skip_no_example() -> None:
+    """``make check`` runs the doctests of DOCTEST_MODULES: none may hide behind +SKIP."""
+    root = Path(__file__).resolve().parents[2]
+    make_file = (root / "Makefile").read_text().replace("\\\n", " ")
+    line = next(ln for ln in make_file.splitlines() if ln.startswith("DOCTEST_MODULES"))
+    modules = line.split(":=", 1)[1].split()
+    assert "agent_cache/cache.py" in modules
+    for module in modules:
+        text = (root / module).read_text()
+        assert ">>>" in text, module
+        assert "+SKIP" not in text, module
