@@ -55,7 +55,7 @@ CachePolicy = rq.CachePolicy
 
 
 class LayeredCache:
-    """The layered result cache (the request flow: ``docs/architecture.md``, Lookup).
+    """The layered result cache (the request flow: ``docs/architecture.md``).
 
     Args:
         path: directory for the embedded default: one SQLite database
