@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
@@ -96,9 +95,9 @@ class FetchArgs(StreamArgs, total=False):
     decode: Callable[[Any], Any] | None
 
 
-@dataclass(frozen=True)
-class Options:
-    """The per-request arguments of one call, validated once (:meth:`of`)."""
+class Options(NamedTuple):
+    """The per-request arguments of one call, validated once (:meth:`of`); a tuple,
+    which is the cheapest immutable object to build once per call."""
 
     context: Any = None
     template_version: str = ""
@@ -125,23 +124,39 @@ class Options:
             ...
             TypeError: LayeredCache.store() got an unexpected keyword argument 'ttls' (did you mean 'ttl'?)
         """  # noqa: E501
-        allowed = accepted.__required_keys__ | accepted.__optional_keys__
-        for name in given:
-            if name not in allowed:
-                near = difflib.get_close_matches(name, sorted(allowed), n=2)
-                hint = f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
-                raise TypeError(
-                    f"LayeredCache.{method}() got an unexpected keyword argument {name!r}{hint}"
-                )
-        opts = cls(**given)  # type: ignore[arg-type]
-        if opts.policy not in POLICIES:
-            raise ConfigurationError(f"policy must be one of {POLICIES}, not {opts.policy!r}")
-        for name, fn in (("encode", opts.encode), ("decode", opts.decode)):
+        if not given:
+            return _DEFAULT_OPTIONS  # the common call: nothing to check
+        allowed = accepted.__optional_keys__ | accepted.__required_keys__
+        if not given.keys() <= allowed:
+            name = next(n for n in given if n not in allowed)
+            near = difflib.get_close_matches(name, sorted(allowed), n=2)
+            hint = f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
+            raise TypeError(
+                f"LayeredCache.{method}() got an unexpected keyword argument {name!r}{hint}"
+            )
+        get = given.get
+        policy = get("policy", "use")
+        if policy not in POLICIES:
+            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
+        encode, decode = get("encode"), get("decode")
+        for name, fn in (("encode", encode), ("decode", decode)):
             if fn is not None and not callable(fn):
                 raise ConfigurationError(f"{name} must be callable, not {type(fn).__name__}")
-        return dataclasses.replace(
-            opts, ttl=check_ttl(opts.ttl), tags=check_tags(opts.tags), verbatim=bool(opts.verbatim)
+        return cls(
+            get("context"),
+            get("template_version", ""),  # type: ignore[arg-type]  # prepare() checks it
+            policy,
+            check_ttl(get("ttl")),
+            check_tags(get("tags")) if "tags" in given else (),
+            get("tokens"),
+            bool(get("verbatim", False)),
+            bool(get("exact", True)),
+            encode,  # type: ignore[arg-type]
+            decode,  # type: ignore[arg-type]
         )
+
+
+_DEFAULT_OPTIONS = Options()
 
 
 @dataclass(frozen=True)

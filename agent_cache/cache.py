@@ -26,7 +26,7 @@ from typing import Any, Literal, Unpack
 
 from agent_cache import _request as rq
 from agent_cache._backends import Backends, VectorBackend, report_failure
-from agent_cache._fetch import Fetcher, Plan
+from agent_cache._fetch import Codec, Compute, Fetcher, Plan
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
 from agent_cache._lookup import Reader
@@ -566,19 +566,11 @@ class LayeredCache:
         namespace: str,
         given: Mapping[str, object],
     ) -> Plan:
-        """The one :class:`~agent_cache._fetch.Plan` of a fetch or a stream."""
+        """The one :class:`~agent_cache._fetch.Plan` of a fetch or a stream (its
+        arguments already checked by :meth:`_begin`)."""
         req, o = self._begin(method, accepted, prompt, llm_string, namespace, given)
-        return Plan.of(
-            req,
-            compute,
-            llm_string,
-            o.policy,
-            ttl=o.ttl,
-            tags=o.tags,
-            tokens=o.tokens,
-            encode=o.encode,
-            decode=o.decode,
-        )
+        codec = Codec(o.encode, o.decode)
+        return Plan(req, Compute(compute), llm_string, o.policy, o.ttl, o.tags, o.tokens, codec)
 
     # ------------------------------------------------------------------ streams
     def fetch_stream(
