@@ -170,3 +170,17 @@ def test_the_doctest_modules_skip_no_example() -> None:
         text = (root / module).read_text()
         assert ">>>" in text, module
         assert "+SKIP" not in text, module
+
+
+async def test_a_mistyped_keyword_names_the_method_and_the_nearest_names() -> None:
+    cache = make()
+    calls: list[int] = []
+    with pytest.raises(TypeError, match=r"LayeredCache\.fetch\(\).*'tag'.*did you mean 'tags'"):
+        cache.fetch("q?", lambda: calls.append(1), tag=["x"])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"LayeredCache\.lookup\(\).*'ttl'"):
+        await cache.alookup("q?", ttl=60)  # type: ignore[call-arg]
+    with pytest.raises(ConfigurationError, match="policy"):
+        cache.get_or_compute("q?", lambda: calls.append(1), policy="refrsh")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="ttl"):
+        cache.fetch_stream("q?", lambda: iter(["a"]), join="".join, ttl=-1)
+    assert calls == [] and cache.stats().lookups == 0  # refused before anything ran
