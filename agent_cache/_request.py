@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
 
 __all__ = [
+    "CachePolicy",
+    "FetchArgs",
     "Keys",
+    "Options",
+    "ReadArgs",
     "Request",
+    "ScopeArgs",
+    "StoreArgs",
+    "StreamArgs",
     "check_name",
     "decode_record",
     "embedder_tag",
@@ -32,6 +40,123 @@ MAX_PROMPT_BYTES = 1_000_000
 #: libraries recurse, and a reader in another process must be able to decode the record).
 MAX_JSON_DEPTH = 64
 NO_EXPIRY = 1e18  # vector stores want a number for "never"
+
+
+#: What a request does with the cache: ``"use"`` it; ``"refresh"``: call the model and
+#: overwrite; ``"no_store"``: read, never write; ``"bypass"``: neither read nor write.
+CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
+POLICIES: tuple[str, ...] = ("use", "bypass", "no_store", "refresh")
+
+
+# The per-request keyword arguments of each LayeredCache method, declared once: each
+# method takes ``**options: Unpack[...]`` of the set it accepts, and :meth:`Options.of`
+# checks them, so a sync method and its async twin share one declaration and one check.
+class ScopeArgs(TypedDict, total=False):
+    """``context`` (whatever else changes the answer: part of the exact key and an exact
+    filter on the semantic search) and ``template_version`` (bump when the prompt
+    template changes)."""
+
+    context: Any
+    template_version: str
+
+
+class ReadArgs(ScopeArgs, total=False):
+    """:class:`ScopeArgs`, ``policy`` (:data:`CachePolicy`) and ``verbatim`` (key on the
+    prompt exactly as given: no normalization, no template, no semantic layer)."""
+
+    policy: CachePolicy
+    verbatim: bool
+
+
+class _WriteArgs(ScopeArgs, total=False):
+    ttl: float | None
+    tags: Iterable[str]
+    tokens: Any  # an int, a usage mapping, a Usage, or (fetch) a function of the value
+    verbatim: bool
+
+
+class StoreArgs(_WriteArgs, total=False):
+    """What :meth:`LayeredCache.store` takes: ``ttl``, ``tags``, ``tokens``,
+    ``verbatim``, ``exact`` and the :class:`ScopeArgs`."""
+
+    exact: bool
+
+
+class StreamArgs(_WriteArgs, total=False):
+    """What :meth:`LayeredCache.fetch_stream` takes besides ``join``."""
+
+    policy: CachePolicy
+
+
+class FetchArgs(StreamArgs, total=False):
+    """What :meth:`LayeredCache.fetch` takes: :class:`StreamArgs` and a codec."""
+
+    encode: Callable[[Any], Any] | None
+    decode: Callable[[Any], Any] | None
+
+
+class Options(NamedTuple):
+    """The per-request arguments of one call, validated once (:meth:`of`); a tuple,
+    which is the cheapest immutable object to build once per call."""
+
+    context: Any = None
+    template_version: str = ""
+    policy: str = "use"
+    ttl: float | None = None
+    tags: tuple[str, ...] = ()
+    tokens: Any = None
+    verbatim: bool = False
+    exact: bool = True
+    encode: Callable[[Any], Any] | None = None
+    decode: Callable[[Any], Any] | None = None
+
+    @classmethod
+    def of(cls, accepted: Any, method: str, given: Mapping[str, object]) -> Options:
+        """``given`` checked against the TypedDict ``accepted``: an unknown keyword is a
+        ``TypeError`` naming ``method`` and the nearest valid names; a bad ``policy``,
+        ``ttl`` or ``tags`` a ``ConfigurationError``, before anything runs.
+
+        Example:
+            >>> Options.of(StoreArgs, "store", {"ttl": 60, "tags": ["doc:1"]}).tags
+            ('doc:1',)
+            >>> Options.of(StoreArgs, "store", {"ttls": 60})
+            Traceback (most recent call last):
+            ...
+            TypeError: LayeredCache.store() got an unexpected keyword argument 'ttls' (did you mean 'ttl'?)
+        """  # noqa: E501
+        if not given:
+            return _DEFAULT_OPTIONS  # the common call: nothing to check
+        allowed = accepted.__optional_keys__ | accepted.__required_keys__
+        if not given.keys() <= allowed:
+            name = next(n for n in given if n not in allowed)
+            near = difflib.get_close_matches(name, sorted(allowed), n=2)
+            hint = f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
+            raise TypeError(
+                f"LayeredCache.{method}() got an unexpected keyword argument {name!r}{hint}"
+            )
+        get = given.get
+        policy = get("policy", "use")
+        if policy not in POLICIES:
+            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
+        encode, decode = get("encode"), get("decode")
+        for name, fn in (("encode", encode), ("decode", decode)):
+            if fn is not None and not callable(fn):
+                raise ConfigurationError(f"{name} must be callable, not {type(fn).__name__}")
+        return cls(
+            get("context"),
+            get("template_version", ""),  # type: ignore[arg-type]  # prepare() checks it
+            policy,
+            check_ttl(get("ttl")),
+            check_tags(get("tags")) if "tags" in given else (),
+            get("tokens"),
+            bool(get("verbatim", False)),
+            bool(get("exact", True)),
+            encode,  # type: ignore[arg-type]
+            decode,  # type: ignore[arg-type]
+        )
+
+
+_DEFAULT_OPTIONS = Options()
 
 
 @dataclass(frozen=True)

@@ -88,20 +88,28 @@ class Writer:
         tokens: int | Mapping[str, Any] | Usage | None,
         exact: bool = True,
     ) -> Flow[str]:
-        """One store, as :meth:`LayeredCache.store` describes it; returns the key."""
+        """One store, as :meth:`LayeredCache.store` describes it; returns the key.
+
+        The key returned is the one the answer is (or, skipped or failed, would have
+        been) written under, at the namespace's current version; only a store that
+        cannot read that version returns the version-0 key."""
         tag_list = rq.check_tags(tags)
-        if not self.admit(response, tag_list, ttl, req.namespace, exact=exact):
-            return rq.keys_for(req, 0).primary
+        admitted = self.admit(response, tag_list, ttl, req.namespace, exact=exact)
+        keys = None
         try:
             with tracing.span("store", namespace=req.namespace):
-                key = yield from self._write_flow(req, response, ttl, tag_list, tokens)
+                version = yield Op(self._b.kv, "get_counter", (rq.version_counter(req.namespace),))
+                keys = rq.keys_for(req, version)
+                if not admitted:
+                    return keys.primary
+                yield from self._write_flow(req, keys, response, ttl, tag_list, tokens)
         except (ConfigurationError, SerializationError):
             raise
         except Exception as exc:
             self._failed(exc, "store")
-            return rq.keys_for(req, 0).primary
+            return (keys or rq.keys_for(req, 0)).primary
         self._stats.incr("stores", namespace=req.namespace)
-        return key
+        return keys.primary
 
     def _entry(
         self,
@@ -141,15 +149,14 @@ class Writer:
     def _write_flow(
         self,
         req: rq.Request,
+        keys: rq.Keys,
         response: Any,
         ttl: float | None,
         tags: Sequence[str],
         tokens: int | Mapping[str, Any] | Usage | None,
-    ) -> Flow[str]:
+    ) -> Flow[None]:
         now = self._s.clock()
         kv = self._b.kv
-        version = yield Op(kv, "get_counter", (rq.version_counter(req.namespace),))
-        keys = rq.keys_for(req, version)
         record, expires = self._entry(req, keys, response, usage_from(tokens), ttl, now)
         embedded = self._reader.semantic_on(req)
         joint = embedded and self._b.joint
@@ -174,7 +181,6 @@ class Writer:
             yield Op(self._b.vectors, "add", ([keys.primary], vectors[:1], [meta]))
         yield from self._after_write_flow(req.namespace, now)
         yield from self._trust.judge_flow(keys.exact, response)
-        return keys.primary
 
     def store_many_flow(
         self,

@@ -22,23 +22,23 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from agent_cache import _request as rq
 from agent_cache._backends import Backends, VectorBackend, report_failure
-from agent_cache._fetch import Fetcher, Plan
+from agent_cache._fetch import Codec, Compute, Fetcher, Plan
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
 from agent_cache._lookup import Reader
-from agent_cache._settings import Setting, Settings, sinks_from
+from agent_cache._settings import Setting, Settings, args_for, sinks_from
 from agent_cache._stream import AStreamed, Streamed, Streams
 from agent_cache._trust import Trust
 from agent_cache._write import Writer, check_invalidation_tags, check_namespace
 from agent_cache.degrade import ModelGate, NegativeCache
-from agent_cache.keys import Template, templates_from
+from agent_cache.keys import Template
 from agent_cache.policy import TtlPolicy
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
-from agent_cache.savings import PriceTable, Usage
+from agent_cache.savings import PriceTable
 from agent_cache.stats import CacheStats, StatsRecorder, StatsSink
 
 __all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "Fetched", "LayeredCache"]
@@ -51,11 +51,11 @@ __all__ = ["DEFAULT_THRESHOLD", "CacheHit", "CachePolicy", "Explanation", "Fetch
 DEFAULT_THRESHOLD = 0.92
 DEFAULT_EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 
-CachePolicy = Literal["use", "bypass", "no_store", "refresh"]
+CachePolicy = rq.CachePolicy
 
 
 class LayeredCache:
-    """The layered result cache (the request flow: ``docs/architecture.md``, Lookup).
+    """The layered result cache (the request flow: ``docs/architecture.md``).
 
     Args:
         path: directory for the embedded default: one SQLite database
@@ -131,13 +131,22 @@ class LayeredCache:
             Prometheus metrics in ``prometheus_client``'s default registry.
         prices: money per million tokens per model, ``{model: (input, output)}`` (or a
             :class:`~agent_cache.savings.PriceTable`): what a hit saves, in
-            ``stats().cost_saved`` and ``agent_cache_cost_saved_total``. None assumed.
+            ``stats().cost_saved`` and ``agent_cache_cost_saved_usd_total``. None assumed.
 
     Example:
-        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())  # doctest: +SKIP
-        >>> cache.store("What is RAG?", "Retrieval-augmented generation.")
+        >>> from agent_cache.testing import HashEmbedder
+        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+        >>> key = cache.store("What is RAG?", "Retrieval-augmented generation.", tags=["doc:1"])
         >>> cache.lookup("what is  rag?").layer
         'exact'
+        >>> cache.get_or_compute("What is RAG?", lambda: "never called")
+        'Retrieval-augmented generation.'
+        >>> cache.invalidate(tags=["doc:1"]), cache.lookup("What is RAG?")
+        (1, None)
+        >>> cache.lookup("What is RAG?", ttl=60)
+        Traceback (most recent call last):
+        ...
+        TypeError: LayeredCache.lookup() got an unexpected keyword argument 'ttl'
     """
 
     # the settings every part of the pipeline reads at call time (agent_cache._settings)
@@ -208,43 +217,9 @@ class LayeredCache:
         metrics: StatsSink | Iterable[StatsSink] | bool | None = None,
         prices: PriceTable | Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
-        self._settings = Settings.merged(
-            threshold,
-            thresholds,
-            config,
-            default=DEFAULT_THRESHOLD,
-            shadow=shadow,
-            bypass_rate=bypass_rate,
-            max_error_rate=max_error_rate,
-            audit_rate=audit_rate,
-            explore_rate=explore_rate,
-            rerank_threshold=rerank_threshold,
-            top_k=top_k,
-            case_sensitive=frozenset(case_sensitive),
-            exact_only=frozenset(exact_only),
-            templates=list(templates_from(templates)),
-            max_prompt_bytes=max_prompt_bytes,
-            ttl_policy=ttl_policy or TtlPolicy(seed=seed),
-            quotas=dict(quotas or {}),
-            fallbacks=dict(fallbacks or {}),
-            refresh_ahead=refresh_ahead,
-            clock=clock,
-            sleep=sleep,
-        )
-        self._backends = b = Backends(
-            path,
-            redis_url=redis_url,
-            chroma_url=chroma_url,
-            vector_backend=vector_backend,
-            prefix=prefix,
-            on_corrupt=on_corrupt,
-            backend_timeout=backend_timeout,
-            circuit_reset=circuit_reset,
-            embedder=embedder,
-            reranker=reranker,
-            kv_store=kv_store,
-            vector_store=vector_store,
-        )
+        args = {name: value for name, value in locals().items() if name != "self"}
+        self._settings = Settings.from_args(args, default=DEFAULT_THRESHOLD)
+        self._backends = b = Backends(**args_for(Backends, args))
         self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
         self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
         self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset
@@ -348,17 +323,31 @@ class LayeredCache:
             verbatim=verbatim,
         )
 
+    def _begin(
+        self,
+        method: str,
+        accepted: Any,
+        prompt: Any,
+        llm_string: Any,
+        namespace: Any,
+        given: Mapping[str, object],
+    ) -> tuple[rq.Request, rq.Options]:
+        """What every sync method and its async twin start with: the per-request options
+        ``given`` checked once (:meth:`agent_cache._request.Options.of`), the request
+        prepared."""
+        o = rq.Options.of(accepted, method, given)
+        req = self._prepare(
+            prompt, llm_string, namespace, o.context, o.template_version, o.verbatim
+        )
+        return req, o
+
     # ------------------------------------------------------------------ lookup
     def lookup(
         self,
         prompt: str,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        verbatim: bool = False,
+        **options: Unpack[rq.ReadArgs],
     ) -> CacheHit | None:
         """Look a prompt up: exact, then template, then semantic.
 
@@ -369,51 +358,42 @@ class LayeredCache:
             context: whatever else changes the answer (system prompt, earlier turns,
                 retrieved documents): part of the exact key and an exact filter on the
                 semantic search.
-            template_version: bump when the prompt template changes.
-            policy: ``"use"``; ``"bypass"``/``"refresh"`` skip reading.
+            template_version: bump when the prompt template changes (default ``""``).
+            policy: ``"use"`` (default); ``"bypass"``/``"refresh"`` skip reading.
             verbatim: key on the prompt exactly as given (tool arguments, code): no
                 Unicode, whitespace or case normalization, no template, no semantic layer.
 
         Returns:
             A :class:`CacheHit`, or ``None`` on a miss. A failing store is a logged miss.
-
-        Example:
-            >>> cache.lookup("What is RAG?")  # doctest: +SKIP
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return run_sync(self._reader.read_flow(req, policy, llm_string))
+        return run_sync(self._read(prompt, llm_string, namespace, options))
 
     async def alookup(
         self,
         prompt: str,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        verbatim: bool = False,
+        **options: Unpack[rq.ReadArgs],
     ) -> CacheHit | None:
         """Async twin of :meth:`lookup`."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return await run_async(self._reader.read_flow(req, policy, llm_string))
+        return await run_async(self._read(prompt, llm_string, namespace, options))
+
+    def _read(
+        self, prompt: str, llm_string: str, namespace: str, given: Mapping[str, object]
+    ) -> Flow[CacheHit | None]:
+        req, opts = self._begin("lookup", rq.ReadArgs, prompt, llm_string, namespace, given)
+        return self._reader.read_flow(req, opts.policy, llm_string)
 
     def contains(
         self,
         prompt: str,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
+        **options: Unpack[rq.ScopeArgs],
     ) -> bool:
         """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
-        resumable bulk load skips.
-
-        Example:
-            >>> cache.contains("What is RAG?")  # doctest: +SKIP
-        """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version)
+        resumable bulk load skips."""
+        req, _ = self._begin("contains", rq.ScopeArgs, prompt, llm_string, namespace, options)
         return self._reader.peek(req) is not None
 
     # ------------------------------------------------------------------ store
@@ -423,14 +403,7 @@ class LayeredCache:
         response: Any,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Usage | None = None,
-        verbatim: bool = False,
-        exact: bool = True,
+        **options: Unpack[rq.StoreArgs],
     ) -> str:
         """Store a JSON-serializable answer; returns its key.
 
@@ -439,23 +412,21 @@ class LayeredCache:
         the model spent, counted as saved on every later hit: its reported usage
         (``{"prompt_tokens": .., "completion_tokens": ..}``, LangChain's
         ``usage_metadata``, or ``{"input": .., "output": ..}``) or one int (a total);
-        ``verbatim`` as in :meth:`lookup`.
+        ``context``, ``template_version`` and ``verbatim`` as in :meth:`lookup`.
 
-        A response that would read back as something else is refused (``exact``): a
-        tuple (read back as a list), a non-``str`` mapping key (``{1: "a"}`` reads back
-        ``{"1": "a"}``), a subclass of ``str``/``int``/``float``/``dict``/``list`` (an
-        ``IntEnum`` reads back an ``int``). ``exact=False`` is for a codec's payload whose
-        decoder restores the value (JSON then normalizes those to plain types).
+        A response that would read back as something else is refused (``exact``, the
+        default): a tuple (read back as a list), a non-``str`` mapping key (``{1: "a"}``
+        reads back ``{"1": "a"}``), a subclass of ``str``/``int``/``float``/``dict``/
+        ``list`` (an ``IntEnum`` reads back an ``int``). ``exact=False`` is for a codec's
+        payload whose decoder restores the value (JSON then normalizes those to plain
+        types).
 
         Raises:
             SerializationError: the response is not JSON-serializable, or would not
                 read back equal with equal types (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return run_sync(
-            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
-        )
+        return run_sync(self._store(prompt, response, llm_string, namespace, options))
 
     async def astore(
         self,
@@ -463,19 +434,22 @@ class LayeredCache:
         response: Any,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Usage | None = None,
-        verbatim: bool = False,
-        exact: bool = True,
+        **options: Unpack[rq.StoreArgs],
     ) -> str:
         """Async twin of :meth:`store`."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        return await run_async(
-            self._writer.store_flow(req, response, ttl=ttl, tags=tags, tokens=tokens, exact=exact)
+        return await run_async(self._store(prompt, response, llm_string, namespace, options))
+
+    def _store(
+        self,
+        prompt: str,
+        response: Any,
+        llm_string: str,
+        namespace: str,
+        given: Mapping[str, object],
+    ) -> Flow[str]:
+        req, o = self._begin("store", rq.StoreArgs, prompt, llm_string, namespace, given)
+        return self._writer.store_flow(
+            req, response, ttl=o.ttl, tags=o.tags, tokens=o.tokens, exact=o.exact
         )
 
     def store_many(
@@ -492,17 +466,13 @@ class LayeredCache:
 
         Each pair is stored as :meth:`store` would store it (quota, housekeeping, the
         judging of a withheld semantic candidate included).
-
-        Example:
-            >>> cache.store_many([("What is RAG?", "Retrieval...")])  # doctest: +SKIP
         """
-        tag_list = rq.check_tags(tags)
+        opts = rq.Options.of(rq.StoreArgs, "store_many", {"ttl": ttl, "tags": tags})
         reqs = [(self._prepare(p, llm_string, namespace, None, ""), r) for p, r in items]
-        return run_sync(
-            self._writer.store_many_flow(
-                reqs, namespace, ttl=ttl, tags=tag_list, batch_size=batch_size
-            )
+        flow = self._writer.store_many_flow(
+            reqs, namespace, ttl=opts.ttl, tags=opts.tags, batch_size=batch_size
         )
+        return run_sync(flow)
 
     # ------------------------------------------------------------------ get or compute
     def get_or_compute(
@@ -511,29 +481,22 @@ class LayeredCache:
         compute: Callable[[], Any],
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
-        encode: Callable[[Any], Any] | None = None,
-        decode: Callable[[Any], Any] | None = None,
+        **options: Unpack[rq.FetchArgs],
     ) -> Any:
-        """Return the cached answer, or compute it once for all concurrent callers.
+        """Return the cached answer, or compute it once for all concurrent callers:
+        ``fetch(...).value``.
 
         ``compute()`` runs only on a miss; concurrent identical misses share one call:
         threads and tasks of this process through an in-process flight, other processes
         through a lease on the shared store (SQLite file, Redis) of
         ``singleflight_timeout`` seconds, renewed while ``compute`` runs and expiring by
         itself if its holder dies. The value computed is always returned, even when
-        storing it fails (counted in ``stats().errors``). ``tokens`` may be a function
-        of the computed value (e.g. its usage); ``verbatim`` as in
-        :meth:`lookup`. ``policy``: ``"use"``; ``"refresh"`` calls the model and
-        overwrites; ``"no_store"`` reads but never writes; ``"bypass"`` neither reads
-        nor writes (the request goes to the model as if there were no cache).
+        storing it fails (counted in ``stats().errors``). ``ttl``, ``tags``,
+        ``context``, ``template_version`` and ``verbatim`` as in :meth:`store`;
+        ``tokens`` may also be a function of the computed value (e.g. its usage).
+        ``policy``: ``"use"``; ``"refresh"`` calls the model and overwrites;
+        ``"no_store"`` reads but never writes; ``"bypass"`` neither reads nor writes
+        (the request goes to the model as if there were no cache).
 
         ``encode``/``decode`` put a codec between the caller's objects and the stored
         JSON (what the framework adapters stand on): on a miss the computed value is
@@ -548,28 +511,19 @@ class LayeredCache:
         Raises:
             ConfigurationError: bad prompt, ``ttl``, ``tags``, ``encode`` or ``decode``,
                 before ``compute`` runs.
-
-        Example:
-            >>> cache.get_or_compute("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
-            >>> answer = cache.get_or_compute(  # doctest: +SKIP
-            ...     "What is RAG?", lambda: chat(q),
-            ...     encode=lambda m: {"text": m.text} if m.text else NOT_STORED,
-            ...     decode=lambda p: Message(text=p["text"]),
-            ... )
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(
-            req,
-            compute,
-            llm_string,
-            policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            encode=encode,
-            decode=decode,
-        )
-        return run_sync(self._fetcher.fetch_flow(plan)).value
+        return self.fetch(prompt, compute, llm_string, namespace, **options).value
+
+    async def aget_or_compute(
+        self,
+        prompt: str,
+        compute: Callable[[], Awaitable[Any]],
+        llm_string: str = "",
+        namespace: str = "default",
+        **options: Unpack[rq.FetchArgs],
+    ) -> Any:
+        """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
+        return (await self.afetch(prompt, compute, llm_string, namespace, **options)).value
 
     def fetch(
         self,
@@ -577,16 +531,7 @@ class LayeredCache:
         compute: Callable[[], Any],
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
-        encode: Callable[[Any], Any] | None = None,
-        decode: Callable[[Any], Any] | None = None,
+        **options: Unpack[rq.FetchArgs],
     ) -> Fetched:
         """:meth:`get_or_compute`, returning where the value came from as well.
 
@@ -595,56 +540,9 @@ class LayeredCache:
         a coalesced one (``hit is None and not computed``) cost nothing either. With
         ``encode``/``decode`` (as in :meth:`get_or_compute`) ``value`` is the caller's
         object and ``hit.response`` the stored payload it was decoded from.
-
-        Example:
-            >>> got = cache.fetch("What is RAG?", lambda: llm("What is RAG?"))  # doctest: +SKIP
-            >>> got.value, got.hit.layer if got.hit else "miss"  # doctest: +SKIP
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(
-            req,
-            compute,
-            llm_string,
-            policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            encode=encode,
-            decode=decode,
-        )
+        plan = self._plan("fetch", rq.FetchArgs, prompt, compute, llm_string, namespace, options)
         return run_sync(self._fetcher.fetch_flow(plan))
-
-    async def aget_or_compute(
-        self,
-        prompt: str,
-        compute: Callable[[], Awaitable[Any]],
-        llm_string: str = "",
-        namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
-        encode: Callable[[Any], Any] | None = None,
-        decode: Callable[[Any], Any] | None = None,
-    ) -> Any:
-        """Async twin of :meth:`get_or_compute`; ``compute`` is an async function."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(
-            req,
-            compute,
-            llm_string,
-            policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            encode=encode,
-            decode=decode,
-        )
-        return (await run_async(self._fetcher.fetch_flow(plan))).value
 
     async def afetch(
         self,
@@ -652,31 +550,27 @@ class LayeredCache:
         compute: Callable[[], Awaitable[Any]],
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
-        encode: Callable[[Any], Any] | None = None,
-        decode: Callable[[Any], Any] | None = None,
+        **options: Unpack[rq.FetchArgs],
     ) -> Fetched:
         """Async twin of :meth:`fetch`; ``compute`` is an async function."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(
-            req,
-            compute,
-            llm_string,
-            policy,
-            ttl=ttl,
-            tags=tags,
-            tokens=tokens,
-            encode=encode,
-            decode=decode,
-        )
+        plan = self._plan("fetch", rq.FetchArgs, prompt, compute, llm_string, namespace, options)
         return await run_async(self._fetcher.fetch_flow(plan))
+
+    def _plan(
+        self,
+        method: str,
+        accepted: Any,
+        prompt: str,
+        compute: Callable[[], Any],
+        llm_string: str,
+        namespace: str,
+        given: Mapping[str, object],
+    ) -> Plan:
+        """The one :class:`~agent_cache._fetch.Plan` of a fetch or a stream (its
+        arguments already checked by :meth:`_begin`)."""
+        req, o = self._begin(method, accepted, prompt, llm_string, namespace, given)
+        codec = Codec(o.encode, o.decode)
+        return Plan(req, Compute(compute), llm_string, o.policy, o.ttl, o.tags, o.tokens, codec)
 
     # ------------------------------------------------------------------ streams
     def fetch_stream(
@@ -687,13 +581,7 @@ class LayeredCache:
         namespace: str = "default",
         *,
         join: Callable[[list[Any]], Any],
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
+        **options: Unpack[rq.StreamArgs],
     ) -> Streamed[Any]:
         """:meth:`fetch` for a streamed answer: one model stream for all concurrent
         identical misses of this process, recorded and stored once it has ended.
@@ -708,13 +596,10 @@ class LayeredCache:
 
         Raises:
             ConfigurationError: bad prompt, ``ttl`` or ``tags``, before the model is called.
-
-        Example:
-            >>> got = cache.fetch_stream(q, lambda: llm.stream(q), join="".join)  # doctest: +SKIP
-            >>> print(got.value if got.served else "".join(got))  # doctest: +SKIP
         """
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, start_stream, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        plan = self._plan(
+            "fetch_stream", rq.StreamArgs, prompt, start_stream, llm_string, namespace, options
+        )
         return self._streams.fetch(plan, start_stream, join)
 
     async def afetch_stream(
@@ -725,18 +610,12 @@ class LayeredCache:
         namespace: str = "default",
         *,
         join: Callable[[list[Any]], Any],
-        context: Any = None,
-        template_version: str = "",
-        policy: CachePolicy = "use",
-        ttl: float | None = None,
-        tags: Iterable[str] = (),
-        tokens: int | Mapping[str, Any] | Callable[[Any], Any] | None = None,
-        verbatim: bool = False,
+        **options: Unpack[rq.StreamArgs],
     ) -> AStreamed[Any]:
         """Async twin of :meth:`fetch_stream`: ``start_stream()`` returns an async
         iterator (or an awaitable of one); iterate the result with ``async for``."""
-        req = self._prepare(prompt, llm_string, namespace, context, template_version, verbatim)
-        plan = Plan.of(req, start_stream, llm_string, policy, ttl=ttl, tags=tags, tokens=tokens)
+        args = (prompt, start_stream, llm_string, namespace, options)
+        plan = self._plan("fetch_stream", rq.StreamArgs, *args)
         return await self._streams.afetch(plan, start_stream, join)
 
     # ------------------------------------------------------------------ invalidation
@@ -754,12 +633,8 @@ class LayeredCache:
 
         A namespace is a wall: no other namespace's entries are read or deleted. To purge
         a tag everywhere, call :meth:`invalidate_all_namespaces`.
-
-        Example:
-            >>> cache.invalidate(tags=["doc:42"], namespace="faq")  # doctest: +SKIP
         """
-        tag_list, ns = check_invalidation_tags(tags, batch_size), check_namespace(namespace)
-        return run_sync(self._writer.invalidate_flow(tag_list, ns, batch_size, pause))
+        return run_sync(self._invalidate(tags, check_namespace(namespace), batch_size, pause))
 
     async def ainvalidate(
         self,
@@ -770,55 +645,55 @@ class LayeredCache:
         pause: float = 0.0,
     ) -> int:
         """Async twin of :meth:`invalidate`."""
-        tag_list, ns = check_invalidation_tags(tags, batch_size), check_namespace(namespace)
-        return await run_async(self._writer.invalidate_flow(tag_list, ns, batch_size, pause))
+        ns = check_namespace(namespace)
+        return await run_async(self._invalidate(tags, ns, batch_size, pause))
 
     def invalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
     ) -> int:
         """Delete the entries carrying any of ``tags`` in **every** namespace of this
-        deployment (a global purge, e.g. a document deleted for every tenant).
-
-        Example:
-            >>> cache.invalidate_all_namespaces(tags=["doc:42"])  # doctest: +SKIP
-        """
-        tag_list = check_invalidation_tags(tags, batch_size)
-        return run_sync(self._writer.invalidate_flow(tag_list, None, batch_size, pause))
+        deployment (a global purge, e.g. a document deleted for every tenant)."""
+        return run_sync(self._invalidate(tags, None, batch_size, pause))
 
     async def ainvalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
     ) -> int:
         """Async twin of :meth:`invalidate_all_namespaces`."""
+        return await run_async(self._invalidate(tags, None, batch_size, pause))
+
+    def _invalidate(
+        self, tags: Iterable[str], namespace: str | None, batch_size: int, pause: float
+    ) -> Flow[int]:
         tag_list = check_invalidation_tags(tags, batch_size)
-        return await run_async(self._writer.invalidate_flow(tag_list, None, batch_size, pause))
+        return self._writer.invalidate_flow(tag_list, namespace, batch_size, pause)
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
-        return self.kv_store.incr(rq.version_counter(rq.check_name(namespace)))
+        return run_sync(self._bump(namespace))
 
     async def abump_version(self, namespace: str = "default") -> int:
-        counter = rq.version_counter(rq.check_name(namespace))
-        return await run_async(_single(Op(self.kv_store, "incr", (counter,))))
+        """Async twin of :meth:`bump_version`."""
+        return await run_async(self._bump(namespace))
+
+    def _bump(self, namespace: str) -> Flow[int]:
+        return _ops(Op(self.kv_store, "incr", (rq.version_counter(rq.check_name(namespace)),)))
 
     def clear(self, namespace: str | None = None) -> None:
         """Remove every entry (of one namespace, or all: ``None``). A namespace that is
         not a non-empty str is a ConfigurationError (nothing is deleted)."""
-        namespace = rq.check_name(namespace, allow_none=True)
-        self.kv_store.clear(namespace)
-        self.vector_store.clear(namespace)
+        run_sync(self._clear(namespace))
 
     async def aclear(self, namespace: str | None = None) -> None:
-        namespace = rq.check_name(namespace, allow_none=True)
-        await run_async(_single(Op(self.kv_store, "clear", (namespace,))))
-        await run_async(_single(Op(self.vector_store, "clear", (namespace,))))
+        """Async twin of :meth:`clear`."""
+        await run_async(self._clear(namespace))
+
+    def _clear(self, namespace: str | None) -> Flow[Any]:
+        ns = rq.check_name(namespace, allow_none=True)
+        return _ops(Op(self.kv_store, "clear", (ns,)), Op(self.vector_store, "clear", (ns,)))
 
     def housekeep(self) -> None:
         """Run one housekeeping pass now (writes run one every few calls by themselves):
-        purge a bounded batch of expired entries, tag rows and vectors.
-
-        Example:
-            >>> cache.housekeep()  # doctest: +SKIP
-        """
+        purge a bounded batch of expired entries, tag rows and vectors."""
         run_sync(self._writer.housekeep_flow(self.clock(), force=True))
 
     # ------------------------------------------------------------------ measurement
@@ -851,8 +726,13 @@ class LayeredCache:
         (for ``max_error_rate`` and ``error_estimate``), with or without a bound set.
 
         Example:
-            >>> hit = cache.lookup("how do I cancel my order?")  # doctest: +SKIP
-            >>> cache.feedback(hit, correct=False)               # doctest: +SKIP
+            >>> from agent_cache.testing import HashEmbedder
+            >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+            >>> key = cache.store("how do I cancel my order?", "Orders > Cancel.")
+            >>> hit = cache.lookup("How do I cancel my order?")
+            >>> cache.feedback(hit, correct=False)  # evicted: never served again
+            >>> cache.lookup("How do I cancel my order?") is None
+            True
         """
         ns = rq.check_name(hit.namespace if namespace is None else namespace)
         run_sync(self._trust.feedback_flow(hit, correct, ns))
@@ -874,42 +754,29 @@ class LayeredCache:
         candidate: str | None = None,
         llm_string: str = "",
         namespace: str = "default",
-        *,
-        context: Any = None,
-        template_version: str = "",
+        **options: Unpack[rq.ScopeArgs],
     ) -> Explanation:
         """Why the semantic layer would serve or refuse each candidate for ``query``.
 
         With ``candidate``, that stored question is judged (no store is read); without,
         the top-k stored questions in the query's scope are.
-
-        Example:
-            >>> print(cache.explain("How do I sort a list in descending order?",
-            ...                     "How do I sort a list in ascending order?"))  # doctest: +SKIP
         """
-        req = self._prepare(query, llm_string, namespace, context, template_version)
+        req, opts = self._begin("explain", rq.ScopeArgs, query, llm_string, namespace, options)
         verdicts = run_sync(self._reader.explain_flow(req, candidate))
-        return Explanation(
-            req.prompt,
-            req.namespace,
-            self.threshold_for(req.namespace),
-            tuple(verdicts),
-            self._earlier_layer(req, candidate, llm_string, context, template_version),
-        )
+        threshold = self.threshold_for(req.namespace)
+        earlier = self._earlier_layer(req, candidate, llm_string, opts)
+        return Explanation(req.prompt, req.namespace, threshold, tuple(verdicts), earlier)
 
     def _earlier_layer(
-        self,
-        req: rq.Request,
-        candidate: str | None,
-        llm_string: str,
-        context: Any,
-        template_version: str,
+        self, req: rq.Request, candidate: str | None, llm_string: str, opts: rq.Options
     ) -> str | None:
         """``"exact"`` or ``"template"`` when that layer answers before the semantic one:
         for a ``candidate``, when both normalize to one key; else when the store holds
         an entry under the query's key."""
         if candidate is not None:
-            other = self._prepare(candidate, llm_string, req.namespace, context, template_version)
+            other = self._prepare(
+                candidate, llm_string, req.namespace, opts.context, opts.template_version
+            )
             if other.normalized == req.normalized:
                 return "exact"
             if req.template is not None and other.template == req.template:
@@ -962,5 +829,9 @@ class LayeredCache:
         self.close()
 
 
-def _single(op: Op) -> Flow[Any]:
-    return (yield op)
+def _ops(*ops: Op) -> Flow[Any]:
+    """A flow of ``ops`` one after the other; returns the last one's result."""
+    result = None
+    for op in ops:
+        result = yield op
+    return result

@@ -12,19 +12,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from agent_cache import _fork
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._flow import Flow, Op, run_sync
 from agent_cache._lease import Pause
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.policy import is_cacheable
@@ -229,13 +228,3 @@ class ModelGate:
             yield ticket.ok
         finally:
             self.release(ticket)
-
-    @asynccontextmanager
-    async def aadmit(self) -> AsyncIterator[bool]:
-        """Async twin of :meth:`admit` (waits with ``asyncio.sleep``)."""
-        ticket = await run_async(self.admit_flow())
-        try:
-            yield ticket.ok
-        finally:
-            if ticket.token:
-                await asyncio.to_thread(self.release, ticket)

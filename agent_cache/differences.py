@@ -55,7 +55,7 @@ from typing import Any
 from agent_cache import lexicon as lx
 from agent_cache._frames import frame_differences
 
-__all__ = ["REASONS", "Analysis", "Difference", "analyze", "explain", "shared_ends"]
+__all__ = ["REASONS", "Analysis", "Difference", "analyze", "shared_ends"]
 
 #: Every refusal reason :func:`analyze` can give, in the order they are checked.
 REASONS = (
@@ -1226,19 +1226,6 @@ def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
         else:
             out.append(t) if t.entity else None
     return out
-
-
-def explain(query: str, candidate: str, *, case_sensitive: bool = False) -> Analysis:
-    """Why a stored question would be refused or allowed for ``query`` (same as
-    :func:`analyze`; ``print()`` the result for a readable account).
-
-    Example:
-        >>> print(explain("How do I sort a list in descending order?",
-        ...               "How do I sort a list in ascending order?"))  # doctest: +ELLIPSIS
-        'How do I sort ... refused (opposites)
-        ...
-    """
-    return analyze(query, candidate, case_sensitive=case_sensitive)
 
 
 _WARM = threading.Event()

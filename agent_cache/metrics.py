@@ -1,29 +1,36 @@
 """Prometheus metrics for the cache (``pip install 'agent-cache[metrics]'``).
 
-Names (the Grafana dashboard in ``docs/grafana-dashboard.json`` uses exactly these):
+Names (the Grafana dashboard in ``docs/grafana-dashboard.json`` uses exactly these; a
+test checks every name and label it queries). The cache's namespace is the label
+``cache_namespace``, never ``namespace``: Kubernetes scrape configurations add a
+``namespace`` label of their own (Prometheus would rename ours ``exported_namespace``).
 
-=========================================================  =========================================
-``agent_cache_requests_total{namespace,layer,outcome}``    one per lookup; ``outcome``: ``hit``
-                                                           (``layer`` exact/template/semantic),
-                                                           ``miss``, ``refused_<reason>`` (a miss
-                                                           whose candidate the difference analysis
-                                                           or the verifier refused), ``shadow``,
-                                                           ``audit``, ``bypass``, ``control``,
-                                                           ``error``
-``agent_cache_lookup_seconds{layer}``                      histogram of lookup latency
-``agent_cache_model_call_seconds``                         histogram of model calls on misses
-``agent_cache_tokens_saved_total{namespace,kind}``         ``kind``: input / output (reported
-                                                           split), total (reported as one int),
-                                                           estimated (nothing reported)
-``agent_cache_cost_saved_total{namespace}``                money, from the cache's ``prices``
-``agent_cache_kv_cached_tokens_total``                     prompt tokens vLLM served from its KV
-                                                           cache (the router's reported usage)
-``agent_cache_kv_prompt_tokens_total``                     prompt tokens vLLM saw
-``agent_cache_entries{layer}``                             entries stored (exact: records,
-                                                           semantic: vectors)
-``agent_cache_events_total{namespace,event}``              everything else: stores, coalesced,
-                                                           shadow judgments, feedback, evictions
-=========================================================  =========================================
+==========================================================  ===================================
+``agent_cache_requests_total``                              one per lookup; ``outcome``:
+``{cache_namespace,layer,outcome,reason}``                  ``hit`` (``layer``
+                                                            exact/template/semantic), ``miss``,
+                                                            ``refused`` (a miss whose candidate
+                                                            the difference analysis or the
+                                                            verifier refused; ``reason`` says
+                                                            why, ``""`` for every other
+                                                            outcome), ``shadow``, ``audit``,
+                                                            ``bypass``, ``control``, ``error``
+``agent_cache_lookup_seconds{cache_namespace,layer}``       histogram of lookup latency
+``agent_cache_model_call_seconds{cache_namespace}``         histogram of model calls on misses
+``agent_cache_tokens_saved_total{cache_namespace,kind}``    ``kind``: input / output (reported
+                                                            split), total (reported as one
+                                                            int), estimated (nothing reported)
+``agent_cache_cost_saved_usd_total{cache_namespace}``       US dollars, from the cache's
+                                                            ``prices`` (USD per million tokens)
+``agent_cache_kv_cached_tokens_total``                      prompt tokens vLLM served from its
+                                                            KV cache (the router's usage)
+``agent_cache_kv_prompt_tokens_total``                      prompt tokens vLLM saw
+``agent_cache_entries{layer}``                              entries stored (exact: records,
+                                                            semantic: vectors)
+``agent_cache_events_total{cache_namespace,event}``         everything else: stores, coalesced,
+                                                            shadow judgments, feedback,
+                                                            evictions
+==========================================================  ===================================
 
 Use them in ``prometheus_client``'s default registry (``LayeredCache(metrics=True)``),
 or pass a registry of your own (``PrometheusMetrics(registry=...)``) when the app already
@@ -47,7 +54,7 @@ from typing import Any
 
 from agent_cache import _fork
 from agent_cache.errors import ConfigurationError, MissingDependencyError
-from agent_cache.stats import StatsSink
+from agent_cache.stats import StatsSink, split_outcome
 
 __all__ = [
     "LOOKUP_BUCKETS",
@@ -61,6 +68,8 @@ LOOKUP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
                   0.25, 0.5, 1.0, 2.5)  # fmt: skip
 MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 _ENTRIES_EVERY_S = 10.0
+#: The label naming the cache's namespace (``namespace`` is Kubernetes').
+NS = "cache_namespace"
 _families: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _families_lock = threading.Lock()
 
@@ -93,15 +102,17 @@ def _make(registry: Any) -> dict[str, Any]:
             kw = {"registry": registry}
             fam = {
                 "requests": pc.Counter("agent_cache_requests", "Lookups by layer and outcome",
-                                       ["namespace", "layer", "outcome"], **kw),
+                                       [NS, "layer", "outcome", "reason"], **kw),
                 "lookup": pc.Histogram("agent_cache_lookup_seconds", "Lookup latency",
-                                       ["layer"], buckets=LOOKUP_BUCKETS, **kw),
+                                       [NS, "layer"], buckets=LOOKUP_BUCKETS, **kw),
                 "model": pc.Histogram("agent_cache_model_call_seconds",
-                                      "Model calls made on misses", buckets=MODEL_BUCKETS, **kw),
+                                      "Model calls made on misses", [NS],
+                                      buckets=MODEL_BUCKETS, **kw),
                 "tokens": pc.Counter("agent_cache_tokens_saved", "Tokens hits saved",
-                                     ["namespace", "kind"], **kw),
-                "cost": pc.Counter("agent_cache_cost_saved", "Money hits saved (price table)",
-                                   ["namespace"], **kw),
+                                     [NS, "kind"], **kw),
+                "cost": pc.Counter("agent_cache_cost_saved_usd",
+                                   "US dollars hits saved (prices: USD per million tokens)",
+                                   [NS], **kw),
                 "kv_cached": pc.Counter("agent_cache_kv_cached_tokens",
                                         "Prompt tokens the model server served from KV cache",
                                         **kw),
@@ -110,7 +121,7 @@ def _make(registry: Any) -> dict[str, Any]:
                 "entries": pc.Gauge("agent_cache_entries", "Entries stored", ["layer"],
                                     multiprocess_mode="livemostrecent", **kw),
                 "events": pc.Counter("agent_cache_events", "Other cache events",
-                                     ["namespace", "event"], **kw),
+                                     [NS, "event"], **kw),
             }  # fmt: skip
             _families[registry] = fam
     return fam
@@ -128,10 +139,17 @@ class PrometheusMetrics(StatsSink):
     the router's usage here itself).
 
     Example:
+        >>> from prometheus_client import CollectorRegistry
         >>> from agent_cache import LayeredCache
-        >>> from agent_cache.metrics import PrometheusMetrics, start_metrics_server
-        >>> cache = LayeredCache(metrics=PrometheusMetrics())  # doctest: +SKIP
-        >>> start_metrics_server(9464)                          # doctest: +SKIP
+        >>> from agent_cache.testing import HashEmbedder
+        >>> registry = CollectorRegistry()
+        >>> cache = LayeredCache(None, embedder=HashEmbedder(),
+        ...                      metrics=PrometheusMetrics(registry))
+        >>> cache.lookup("What is RAG?", namespace="faq") is None
+        True
+        >>> registry.get_sample_value("agent_cache_requests_total", {"cache_namespace":
+        ...     "faq", "layer": "none", "outcome": "miss", "reason": ""})
+        1.0
     """
 
     def __init__(self, registry: Any = None) -> None:
@@ -145,9 +163,10 @@ class PrometheusMetrics(StatsSink):
 
     # ------------------------------------------------------------------ StatsSink
     def request(self, namespace: str, layer: str, outcome: str, seconds: float) -> None:
-        self._m["requests"].labels(namespace, layer, outcome).inc()
-        if outcome not in ("bypass", "control"):
-            self._m["lookup"].labels(layer).observe(seconds)
+        kind, reason = split_outcome(outcome)
+        self._m["requests"].labels(namespace, layer, kind, reason).inc()
+        if kind not in ("bypass", "control"):
+            self._m["lookup"].labels(namespace, layer).observe(seconds)
 
     def saved(self, namespace: str, kind: str, tokens: int, cost: float) -> None:
         self._m["tokens"].labels(namespace, kind).inc(tokens)
@@ -155,7 +174,7 @@ class PrometheusMetrics(StatsSink):
             self._m["cost"].labels(namespace).inc(cost)
 
     def model_call(self, namespace: str, seconds: float) -> None:
-        self._m["model"].observe(seconds)
+        self._m["model"].labels(namespace).observe(seconds)
 
     def counter(self, namespace: str, name: str, n: int) -> None:
         if name.startswith("refused:"):
@@ -205,9 +224,7 @@ class PrometheusMetrics(StatsSink):
 def multiprocess_registry() -> Any:
     """A registry adding up every process's samples in ``PROMETHEUS_MULTIPROC_DIR``.
 
-    Example:
-        >>> from prometheus_client import generate_latest
-        >>> generate_latest(multiprocess_registry())  # doctest: +SKIP
+    Needs ``PROMETHEUS_MULTIPROC_DIR`` set before the workers start (an error says so).
     """
     pc = _prometheus()
     from prometheus_client import multiprocess
@@ -227,9 +244,6 @@ def start_metrics_server(port: int = 9464, addr: str = "0.0.0.0", registry: Any 
     ``registry``: what to serve; ``None``: the default registry, or in multiprocess mode
     (``PROMETHEUS_MULTIPROC_DIR`` set) the sum over every process. Returns what
     ``prometheus_client.start_http_server`` returns (the server and its thread).
-
-    Example:
-        >>> start_metrics_server(9464)  # doctest: +SKIP
     """
     pc = _prometheus()
     if registry is None:

@@ -34,6 +34,8 @@ __all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"
 LAYERS = ("exact", "template", "semantic")
 #: ``outcome`` values of a lookup that served an answer (``layer`` says which layer).
 HIT = "hit"
+#: The outcome of a lookup whose best candidate was refused, ``"refused_<reason>"``.
+REFUSED = "refused"
 _SAMPLES = 4096
 _EVENTS = 20_000
 _JUDGED = 20_000
@@ -391,8 +393,17 @@ class CacheStats:
         return Group(*parts)
 
 
-def _refusal(outcome: str) -> str | None:
-    return outcome[len("refused_") :] if outcome.startswith("refused_") else None
+def split_outcome(outcome: str) -> tuple[str, str]:
+    """A lookup's outcome as ``(outcome, reason)``: ``"refused_<reason>"`` is
+    ``("refused", reason)``, every other outcome has the reason ``""``.
+
+    Example:
+        >>> split_outcome("refused_numbers"), split_outcome("hit")
+        (('refused', 'numbers'), ('hit', ''))
+    """
+    if outcome.startswith(REFUSED + "_"):
+        return REFUSED, outcome[len(REFUSED) + 1 :]
+    return outcome, ""
 
 
 class StatsRecorder:

@@ -66,18 +66,27 @@ def test_scripted_traffic_gives_exact_counts() -> None:
     for q in EXACT + SEMANTIC + MISSES:
         cache.lookup(q, "openai/gpt-4o-mini", "faq")
     req = "agent_cache_requests_total"
-    assert value(registry, req, namespace="faq", layer="exact", outcome="hit") == 3
-    assert value(registry, req, namespace="faq", layer="semantic", outcome="hit") == 2
-    assert value(registry, req, namespace="faq", layer="none", outcome="miss") == 4
-    assert value(registry, "agent_cache_lookup_seconds_count", layer="exact") == 3
-    assert value(registry, "agent_cache_lookup_seconds_count", layer="semantic") == 2
-    assert value(registry, "agent_cache_lookup_seconds_count", layer="none") == 4
+    assert value(registry, req, cache_namespace="faq", layer="exact", outcome="hit", reason="") == 3
+    assert (
+        value(registry, req, cache_namespace="faq", layer="semantic", outcome="hit", reason="") == 2
+    )
+    assert value(registry, req, cache_namespace="faq", layer="none", outcome="miss", reason="") == 4
+    lat = "agent_cache_lookup_seconds_count"
+    assert value(registry, lat, cache_namespace="faq", layer="exact") == 3
+    assert value(registry, lat, cache_namespace="faq", layer="semantic") == 2
+    assert value(registry, lat, cache_namespace="faq", layer="none") == 4
     # 5 hits x the usage the model reported for the stored answer
-    assert value(registry, "agent_cache_tokens_saved_total", namespace="faq", kind="input") == 500
-    assert value(registry, "agent_cache_tokens_saved_total", namespace="faq", kind="output") == 100
-    cost = value(registry, "agent_cache_cost_saved_total", namespace="faq")
+    assert (
+        value(registry, "agent_cache_tokens_saved_total", cache_namespace="faq", kind="input")
+        == 500
+    )
+    assert (
+        value(registry, "agent_cache_tokens_saved_total", cache_namespace="faq", kind="output")
+        == 100
+    )
+    cost = value(registry, "agent_cache_cost_saved_usd_total", cache_namespace="faq")
     assert cost == pytest.approx((500 * 0.15 + 100 * 0.60) / 1e6)
-    assert value(registry, "agent_cache_events_total", namespace="faq", event="stores") == 4
+    assert value(registry, "agent_cache_events_total", cache_namespace="faq", event="stores") == 4
     # the same figures in stats(), per namespace
     st = cache.stats()
     assert st.hits == {"exact": 3, "template": 0, "semantic": 2} and st.misses == 4
@@ -95,13 +104,19 @@ def test_refusals_bypass_control_and_errors_are_outcomes() -> None:
     assert cache.lookup("what is the status of order 1235") is None
     cache.lookup("what is the status of order 1234", policy="bypass")
     req = "agent_cache_requests_total"
-    assert value(registry, req, namespace="default", layer="semantic",
-                 outcome="refused_numbers") == 1  # fmt: skip
-    assert value(registry, req, namespace="default", layer="none", outcome="bypass") == 1
+    assert value(registry, req, cache_namespace="default", layer="semantic",
+                 outcome="refused", reason="numbers") == 1  # fmt: skip
+    assert (
+        value(registry, req, cache_namespace="default", layer="none", outcome="bypass", reason="")
+        == 1
+    )
     assert cache.stats().namespaces["default"].refused == {"numbers": 1}
     control = make(metrics=PrometheusMetrics(registry), bypass_rate=1.0)
     control.lookup("anything")
-    assert value(registry, req, namespace="default", layer="none", outcome="control") == 1
+    assert (
+        value(registry, req, cache_namespace="default", layer="none", outcome="control", reason="")
+        == 1
+    )
 
 
 def test_shadow_judgments_and_feedback_are_events() -> None:
@@ -111,10 +126,10 @@ def test_shadow_judgments_and_feedback_are_events() -> None:
     assert cache.lookup("how can I reset my password for my account") is None
     cache.store("how can I reset my password for my account", "Use the reset link.")
     ev = "agent_cache_events_total"
-    assert value(registry, ev, namespace="default", event="shadow:would_hit") == 1
-    assert value(registry, ev, namespace="default", event="shadow:agreed") == 1
-    assert value(registry, "agent_cache_requests_total", namespace="default",
-                 layer="semantic", outcome="shadow") == 1  # fmt: skip
+    assert value(registry, ev, cache_namespace="default", event="shadow:would_hit") == 1
+    assert value(registry, ev, cache_namespace="default", event="shadow:agreed") == 1
+    assert value(registry, "agent_cache_requests_total", cache_namespace="default",
+                 layer="semantic", outcome="shadow", reason="") == 1  # fmt: skip
     assert cache.stats().judged[0][1] is True
 
 
@@ -124,7 +139,7 @@ def test_model_calls_kv_tokens_and_entries() -> None:
     cache = make(metrics=metrics)
     cache.get_or_compute("what is rag", lambda: "retrieval", tokens=USAGE)
     cache.get_or_compute("what is rag", lambda: "never")
-    assert value(registry, "agent_cache_model_call_seconds_count") == 1
+    assert value(registry, "agent_cache_model_call_seconds_count", cache_namespace="default") == 1
     cache.record_model_usage(1000, 800)  # what the vLLM router reports per call
     metrics.record_model_usage(10, None)  # the router may feed the metrics directly
     assert value(registry, "agent_cache_kv_prompt_tokens_total") == 1010
@@ -152,11 +167,11 @@ def test_control_group_figures_beside_the_cached_traffic() -> None:
 def test_default_registry_and_two_caches_share_the_families() -> None:
     a, b = PrometheusMetrics(), PrometheusMetrics()
     assert a.registry is prometheus_client.REGISTRY and a._m is b._m
-    before = value(prometheus_client.REGISTRY, "agent_cache_requests_total",
-                   namespace="default-registry-test", layer="none", outcome="miss")  # fmt: skip
+    labels = {"cache_namespace": "default-registry-test", "layer": "none", "outcome": "miss",
+              "reason": ""}  # fmt: skip
+    before = value(prometheus_client.REGISTRY, "agent_cache_requests_total", **labels)
     make(metrics=True).lookup("x", namespace="default-registry-test")
-    after = value(prometheus_client.REGISTRY, "agent_cache_requests_total",
-                  namespace="default-registry-test", layer="none", outcome="miss")  # fmt: skip
+    after = value(prometheus_client.REGISTRY, "agent_cache_requests_total", **labels)
     assert after - before == 1
 
 
@@ -180,11 +195,17 @@ def test_langchain_adapter_feeds_the_same_metrics() -> None:
     for q in EXACT + SEMANTIC + MISSES:
         lc.lookup(q, llm)
     req = "agent_cache_requests_total"
-    assert value(registry, req, namespace="lc", layer="exact", outcome="hit") == 3
-    assert value(registry, req, namespace="lc", layer="semantic", outcome="hit") == 2
-    assert value(registry, req, namespace="lc", layer="none", outcome="miss") == 4
-    assert value(registry, "agent_cache_tokens_saved_total", namespace="lc", kind="input") == 150
-    assert value(registry, "agent_cache_tokens_saved_total", namespace="lc", kind="output") == 35
+    assert value(registry, req, cache_namespace="lc", layer="exact", outcome="hit", reason="") == 3
+    assert (
+        value(registry, req, cache_namespace="lc", layer="semantic", outcome="hit", reason="") == 2
+    )
+    assert value(registry, req, cache_namespace="lc", layer="none", outcome="miss", reason="") == 4
+    assert (
+        value(registry, "agent_cache_tokens_saved_total", cache_namespace="lc", kind="input") == 150
+    )
+    assert (
+        value(registry, "agent_cache_tokens_saved_total", cache_namespace="lc", kind="output") == 35
+    )
 
 
 _WORKER = textwrap.dedent(
@@ -202,10 +223,12 @@ _READER = textwrap.dedent(
     from agent_cache.metrics import multiprocess_registry
     r = multiprocess_registry()
     out = {o: r.get_sample_value("agent_cache_requests_total",
-                                  {"namespace": "mp", "layer": l, "outcome": o2})
+                                  {"cache_namespace": "mp", "layer": l, "outcome": o2,
+                                   "reason": ""})
             for o, l, o2 in [("exact", "exact", "hit"), ("semantic", "semantic", "hit"),
                              ("miss", "none", "miss")]}
-    out["model"] = r.get_sample_value("agent_cache_model_call_seconds_count")
+    out["model"] = r.get_sample_value("agent_cache_model_call_seconds_count",
+                                  {"cache_namespace": "default"})
     print(json.dumps(out))
     """
 )
@@ -222,20 +245,58 @@ def test_two_processes_add_up_in_multiprocess_mode(tmp_path: Path) -> None:
     assert json.loads(out.stdout) == {"exact": 6.0, "semantic": 4.0, "miss": 8.0, "model": 2.0}
 
 
-def test_grafana_dashboard_uses_exactly_the_exported_names() -> None:
+def _exported() -> dict[str, set[str]]:
+    """Every series name the metrics export after traffic that touches each family,
+    with the labels its samples carry."""
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry)
+    cache = make(metrics=metrics, prices={"m": (1.0, 1.0)})
+    cache.store("what is the status of order 1234", "shipped", "m", tokens=USAGE)
+    cache.lookup("what is the status of order 1234", "m")
+    cache.lookup("what is the status of order 1235", "m")  # refused: numbers
+    cache.get_or_compute("a new question", lambda: "an answer")
+    cache.record_model_usage(10, 5)
+    metrics.refresh_entries()
+    out: dict[str, set[str]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            out.setdefault(sample.name, set()).update(sample.labels)
+    return out
+
+
+def test_grafana_dashboard_queries_only_exported_names_and_labels() -> None:
     import re
 
     dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    used = {re.sub(r"_(bucket|count|sum)$", "", n)
-            for e in exprs for n in re.findall(r"agent_cache_[a-z_]+", e)}  # fmt: skip
-    registry = CollectorRegistry()
-    PrometheusMetrics(registry)
-    exported = {m.name + ("_total" if m.type == "counter" else "")
-                for m in registry.collect()}  # fmt: skip
-    assert used <= exported, used - exported
-    for name in ("agent_cache_requests_total", "agent_cache_lookup_seconds",
-                 "agent_cache_model_call_seconds", "agent_cache_tokens_saved_total",
-                 "agent_cache_cost_saved_total", "agent_cache_kv_cached_tokens_total",
-                 "agent_cache_kv_prompt_tokens_total", "agent_cache_entries"):  # fmt: skip
-        assert name in used and name in exported, name
+    exprs += [v["query"] for v in dashboard["templating"]["list"] if v.get("type") == "query"]
+    exported = _exported()
+    used: set[str] = set()
+    for expr in exprs:
+        names = set(re.findall(r"agent_cache_[a-z_]+", expr))
+        assert names, expr
+        assert names <= set(exported), (expr, names - set(exported))
+        used |= names
+        labels = set().union(*(exported[n] for n in names))
+        for matcher in re.findall(r"\{([^}]*)\}", expr):  # {label="x", ...}
+            for label in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matcher):
+                assert label in labels, (expr, label)
+        for group in re.findall(r"\b(?:by|without|ignoring|on)\s*\(([^)]*)\)", expr):
+            for label in filter(None, (g.strip() for g in group.split(","))):
+                assert label in labels, (expr, label)
+        for _, label in re.findall(r"label_values\((\w+),\s*(\w+)\)", expr):
+            assert label in labels, (expr, label)
+    # every family the docs list is on the dashboard
+    for name in ("agent_cache_requests_total", "agent_cache_lookup_seconds_bucket",
+                 "agent_cache_model_call_seconds_bucket", "agent_cache_tokens_saved_total",
+                 "agent_cache_cost_saved_usd_total", "agent_cache_kv_cached_tokens_total",
+                 "agent_cache_kv_prompt_tokens_total", "agent_cache_entries",
+                 "agent_cache_events_total"):  # fmt: skip
+        assert name in used, name
+
+
+def test_no_label_collides_with_the_ones_kubernetes_scrapes_add() -> None:
+    scrape_labels = {"namespace", "pod", "container", "job", "instance", "service", "node"}
+    for name, labels in _exported().items():
+        assert not labels & scrape_labels, (name, labels & scrape_labels)
+    assert "reason" in _exported()["agent_cache_requests_total"]
