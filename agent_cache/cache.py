@@ -245,6 +245,7 @@ class LayeredCache:
             kv_store=kv_store,
             vector_store=vector_store,
         )
+        b.on_error = self._failed  # background vector batches that fail, counted
         self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
         self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
         self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset
