@@ -14,7 +14,7 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
@@ -190,7 +190,7 @@ class ChromaVectorStore:
         write_linger: float | None = None,
         max_batch: int = 256,
         max_pending: int = 4096,
-        on_write_error: Any = None,
+        on_write_error: Callable[[Exception], None] | None = None,
     ) -> None:
         if sum(x is not None for x in (path, url, client)) > 1:
             raise ConfigurationError("pass at most one of path, url and client")
