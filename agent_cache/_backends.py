@@ -16,6 +16,7 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +35,10 @@ _VECTOR_BACKENDS = ("sqlite", "memory", "chroma")
 _PREFIX = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,198}[a-zA-Z0-9]")
 T = TypeVar("T")
 
+
+#: Seconds the first vector add to a Chroma server waits for others to share its
+#: ``upsert`` (:class:`~agent_cache.vectors._write_batch.WriteBatcher`).
+CHROMA_WRITE_LINGER = 0.01
 
 #: At most one "served as a miss" warning per cause in this many seconds (per cache).
 WARN_EVERY_S = 60.0
@@ -201,6 +206,9 @@ class Backends:
         self._reranker: Reranker | None = None
         self._reranker_ready = reranker is None
         self._owned: list[Any] = []
+        #: ``on_error(exc, what)``: told of failures off the caller's path (a batch of
+        #: vector writes that failed for good); the cache counts and logs them.
+        self.on_error: Callable[[Exception, str], None] | None = None
         self._lock = threading.RLock()  # the vector store may build the KV store
         _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
 
@@ -266,6 +274,10 @@ class Backends:
 
             release_embedder(embedder)
 
+    def _write_failed(self, exc: Exception) -> None:
+        if self.on_error is not None:
+            self.on_error(exc, "vector write (a background batch)")
+
     def _own(self, backend: T) -> T:
         self._owned.append(backend)
         return backend
@@ -308,6 +320,8 @@ class Backends:
                 collection=self.prefix,
                 timeout=self.backend_timeout,
                 breaker=self._breaker("semantic", self.chroma_url),
+                write_linger=CHROMA_WRITE_LINGER,  # adds batched in the background
+                on_write_error=self._write_failed,
             )
         if kind == "memory" or self.path is None:
             from agent_cache.vectors import MemoryVectorStore

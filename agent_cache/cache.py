@@ -220,6 +220,7 @@ class LayeredCache:
         args = {name: value for name, value in locals().items() if name != "self"}
         self._settings = Settings.from_args(args, default=DEFAULT_THRESHOLD)
         self._backends = b = Backends(**args_for(Backends, args))
+        b.on_error = self._failed  # background vector batches that fail, counted
         self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
         self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
         self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset

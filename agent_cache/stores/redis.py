@@ -29,7 +29,8 @@ readable until then. A record that expired natively before that may still be lis
 its namespace set, so :meth:`RedisStore.count` is approximate. A key of the layout
 overwritten with another type (``WRONGTYPE``) is deleted and the command retried once.
 :meth:`RedisStore.keys_for_tag` checks every candidate and returns only keys that still
-carry the tag. Single Redis server (or a proxy); Redis Cluster is not
+carry the tag. A write (:meth:`RedisStore.set`) is one Lua script: one round trip,
+atomic with the read of the old tags. Single Redis server (or a proxy); Redis Cluster is not
 supported because writes touch several keys in one transaction.
 """
 
@@ -118,6 +119,7 @@ class RedisStore:
             raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout!r}")
         self._timeout = timeout
         self.breaker = breaker
+        self._set_script: Any = None  # the Lua of set(), registered on first use
 
     @property
     def prefix(self) -> str:
@@ -189,6 +191,52 @@ class RedisStore:
                 expected,
             )
 
+    #: The whole of :meth:`set` in one round trip, atomically: read the key's old tags
+    #: and namespace, drop the index rows that no longer apply, write the record, its
+    #: tags and the indexes. ARGV: prefix, key, value, namespace, expires_at ("" for
+    #: none), PX ms (""), now, tags... Key names are built as ``_t``/``_w`` build them
+    #: (``len`` = the namespace's length in characters: UTF-8 lead bytes counted).
+    _SET = r"""
+local p, key, value, ns, x, ttl, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local function chars(s) local _, n = string.gsub(s, '[^\128-\191]', '') return n end
+local function tkey(n, tag) return p .. 't:' .. chars(n) .. ':' .. n .. ':' .. tag end
+local function wkey(n) return p .. 'w:' .. chars(n) .. ':' .. n end
+local e, kt = p .. 'e:' .. key, p .. 'kt:' .. key
+local tags, new = {}, {}
+for i = 8, #ARGV do tags[#tags + 1] = ARGV[i]; new[ARGV[i]] = true end
+local old_tags = redis.call('smembers', kt)
+local old_ns = redis.call('hget', e, 'n')
+local moved = old_ns and old_ns ~= ns
+local src = old_ns or ns
+for _, tag in ipairs(old_tags) do
+  if moved or not new[tag] then redis.call('srem', tkey(src, tag), key) end
+end
+if moved then
+  redis.call('srem', p .. 'ns:' .. old_ns, key)
+  redis.call('zrem', wkey(old_ns), key)
+end
+redis.call('del', e, kt)
+if x ~= '' then
+  redis.call('hset', e, 'v', value, 'n', ns, 'x', x)
+else
+  redis.call('hset', e, 'v', value, 'n', ns)
+end
+if ttl ~= '' then redis.call('pexpire', e, ttl) end
+if #tags > 0 then
+  for i = 1, #tags, 1000 do
+    redis.call('sadd', kt, unpack(tags, i, math.min(i + 999, #tags)))
+    redis.call('sadd', p .. 'nt:' .. ns, unpack(tags, i, math.min(i + 999, #tags)))
+  end
+  if ttl ~= '' then redis.call('pexpire', kt, ttl) end
+  for _, tag in ipairs(tags) do redis.call('sadd', tkey(ns, tag), key) end
+end
+redis.call('sadd', p .. 'ns:' .. ns, key)
+redis.call('zadd', wkey(ns), now, key)
+redis.call('sadd', p .. 'namespaces', ns)
+if x ~= '' then redis.call('zadd', p .. 'x', x, key) else redis.call('zrem', p .. 'x', key) end
+return 1
+"""
+
     def _set_once(
         self,
         key: str,
@@ -200,42 +248,21 @@ class RedisStore:
         now: float,
     ) -> None:
         client = self._redis()
-        read = client.pipeline(transaction=False)
-        read.smembers(self._kt(key))
-        read.hget(self._e(key), "n")
-        old_tags_raw, old_ns_raw = read.execute()
-        old_tags = {_text(t) for t in old_tags_raw}
-        old_ns = None if old_ns_raw is None else _text(old_ns_raw)
-
-        pipe = client.pipeline(transaction=True)
-        moved = old_ns is not None and old_ns != namespace
-        for tag in old_tags if moved else old_tags.difference(new_tags):
-            pipe.srem(self._t(old_ns if old_ns is not None else namespace, tag), key)
-        if old_ns is not None and moved:
-            pipe.srem(self._ns(namespace=old_ns), key)
-            pipe.zrem(self._w(old_ns), key)
-        pipe.delete(self._e(key), self._kt(key))
-        fields = {"v": value, "n": namespace}
-        if expires_at is not None:
-            fields["x"] = repr(float(expires_at))
-        pipe.hset(self._e(key), mapping=fields)
-        if ttl_ms is not None:
-            pipe.pexpire(self._e(key), ttl_ms)
-        if new_tags:
-            pipe.sadd(self._kt(key), *new_tags)
-            if ttl_ms is not None:
-                pipe.pexpire(self._kt(key), ttl_ms)
-            for tag in new_tags:
-                pipe.sadd(self._t(namespace, tag), key)
-            pipe.sadd(self._nt(namespace), *new_tags)
-        pipe.sadd(self._ns(namespace), key)
-        pipe.zadd(self._w(namespace), {key: float(now)})  # write order, for quotas
-        pipe.sadd(self._prefix + "namespaces", namespace)
-        if expires_at is not None:
-            pipe.zadd(self._prefix + "x", {key: float(expires_at)})
-        else:
-            pipe.zrem(self._prefix + "x", key)
-        pipe.execute()
+        script = self._set_script
+        if script is None or script.registered_client is not client:
+            script = self._set_script = client.register_script(self._SET)
+        script(
+            args=[
+                self._prefix,
+                key,
+                value,
+                namespace,
+                "" if expires_at is None else repr(float(expires_at)),
+                "" if ttl_ms is None else str(ttl_ms),
+                repr(float(now)),
+                *new_tags,
+            ]
+        )
 
     def housekeep(self, now: float, limit: int = 256) -> list[str]:
         """Delete up to ``limit`` records expired at ``now`` with their tag and

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,14 +25,23 @@ from agent_cache import _fork
 from agent_cache._breaker import CircuitBreaker
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import MetaValue, Vector, VectorMatch
+from agent_cache.vectors._write_batch import PendingVector, WriteBatcher, pending_matches
 
 __all__ = ["ChromaVectorStore"]
 
 #: How ``expires_at = inf`` is stored (Chroma metadata cannot hold infinity).
 NEVER = 1e18
 _PAGE = 1000
+_MAX_SCOPES = 4096  # scopes whose share of results is remembered (then forgotten at once)
 _COLLECTION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9._-]{1,510})[a-zA-Z0-9]")
 _DIMENSION_MISMATCH = re.compile(r"dimension of \d+, got \d+", re.IGNORECASE)
+
+
+#: The write batchers of this process per (server, collection): what one cache has
+#: queued, another cache on the same collection searches, and waits for before it
+#: deletes, clears or counts (processes see each other's writes once they are sent).
+_peers: dict[tuple[str, str], weakref.WeakSet[WriteBatcher]] = {}
+_peers_lock = threading.Lock()
 
 
 def _import_chromadb() -> Any:
@@ -144,6 +154,19 @@ class ChromaVectorStore:
         breaker: a :class:`~agent_cache._breaker.CircuitBreaker` every call goes
             through: a server that keeps failing is not called (each call fails at
             once) until a probe call finds it answering again.
+        write_linger: ``None`` (the default): :meth:`add` writes before it returns.
+            Seconds (e.g. ``0.01``): adds go to a background
+            :class:`~agent_cache.vectors._write_batch.WriteBatcher` that sends many in one
+            ``upsert``, the first waiting at most this long for others; :meth:`add`
+            returns once the vectors are queued. Queued vectors are searched by
+            :meth:`query` with the server's (a process reads its own writes at once);
+            every other method, :meth:`close` and interpreter exit write them first.
+            A batch that fails is retried, then logged and counted (:meth:`write_counts`);
+            a process killed with vectors queued loses at most ``max_pending`` plus one
+            batch of them (their exact entries are stored all the same).
+        max_batch / max_pending: entries per ``upsert`` / queued at most (an add beyond
+            blocks until the writer caught up); with ``write_linger`` only.
+        on_write_error: called with the error of a batch that failed for good.
 
     A collection that disappeared (the server restarted on an empty folder, someone
     deleted it) is re-created on the next call, once per failing call.
@@ -164,6 +187,10 @@ class ChromaVectorStore:
         overfetch: int = 20,
         timeout: float | None = 2.0,
         breaker: CircuitBreaker | None = None,
+        write_linger: float | None = None,
+        max_batch: int = 256,
+        max_pending: int = 4096,
+        on_write_error: Callable[[Exception], None] | None = None,
     ) -> None:
         if sum(x is not None for x in (path, url, client)) > 1:
             raise ConfigurationError("pass at most one of path, url and client")
@@ -189,9 +216,22 @@ class ChromaVectorStore:
         self._client: Any = client
         self._owns_client = client is None
         self._collection: Any = None
+        self._share: dict[str, float] = {}  # per scope: in-scope share of unfiltered results
         self._lock = threading.Lock()
         _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._closed = False
+        self._batcher: WriteBatcher | None = None
+        if write_linger is not None:
+            self._batcher = WriteBatcher(
+                self._upsert,
+                linger=write_linger,
+                max_batch=max_batch,
+                max_pending=max_pending,
+                on_error=on_write_error,
+                name=f"Chroma {collection}",
+            )
+            with _peers_lock:
+                _peers.setdefault((url or "", collection), weakref.WeakSet()).add(self._batcher)
 
     # -- connection -----------------------------------------------------------------
 
@@ -317,13 +357,27 @@ class ChromaVectorStore:
             keep = sorted(last.values())
             ids, matrix, metas = [ids[i] for i in keep], matrix[keep], [metas[i] for i in keep]
 
+        # queued unless the failure would be known at once: the first call (opening the
+        # collection) and a circuit not closed (it fails at once, or probes) write here
+        failing = self.breaker is not None and self.breaker.state != "closed"
+        if self._batcher is not None and self._collection is not None and not failing:
+            self._batcher.add(
+                [PendingVector(id_, matrix[i].copy(), metas[i]) for i, id_ in enumerate(ids)]
+            )
+            return
+        self._written()  # an older queued add of an id must not land after this one
+        self._upsert(list(ids), matrix, metas)
+
+    def _upsert(
+        self, ids: list[str], matrix: np.ndarray[Any, Any], metas: list[dict[str, MetaValue]]
+    ) -> None:
+        """One ``upsert`` per server batch size: what a write or a batch of adds sends."""
+
         def upsert(collection: Any) -> None:
             for start in range(0, len(ids), step):
                 end = start + step
                 collection.upsert(
-                    ids=list(ids[start:end]),
-                    embeddings=matrix[start:end],
-                    metadatas=metas[start:end],
+                    ids=ids[start:end], embeddings=matrix[start:end], metadatas=metas[start:end]
                 )
 
         with self._guarded():
@@ -331,11 +385,46 @@ class ChromaVectorStore:
             step = self._batch_size()
             self._run("upsert", upsert)
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every vector added before is written (or failed for good); True
+        unless ``timeout`` passed first. Without ``write_linger``: nothing to wait for."""
+        return True if self._batcher is None else self._batcher.flush(timeout)
+
+    def _batchers(self) -> list[WriteBatcher]:
+        """This store's batcher and those of the other stores of this process on the
+        same server and collection."""
+        if self._batcher is None:
+            return []
+        with _peers_lock:
+            peers = _peers.get((self.url or "", self.collection_name))
+            return list(peers) if peers is not None else [self._batcher]
+
+    def _written(self) -> None:
+        """Queued adds first (ours and our peers'): what follows reads or deletes what
+        they write."""
+        wait = None if self.timeout is None else 15 * self.timeout
+        for batcher in self._batchers():
+            if not batcher.flush(wait):
+                raise BackendError("queued Chroma writes did not finish in time", layer="semantic")
+
+    def write_counts(self) -> dict[str, int]:
+        """The background writer's ``batches``, ``written``, ``failed_batches``,
+        ``failed_vectors`` and ``pending`` (all 0 without ``write_linger``)."""
+        if self._batcher is None:
+            return dict.fromkeys(
+                ("batches", "written", "failed_batches", "failed_vectors", "pending"), 0
+            )
+        return self._batcher.counts()
+
     def query(self, vector: Vector, *, k: int, scope: str, now: float) -> list[VectorMatch]:
         """The ``k`` most similar unexpired vectors of ``scope``, best first.
 
-        With ``overfetch`` > 0, the nearest ``k * overfetch`` (at least 100) vectors of the
-        whole collection are fetched first; if at least ``k`` of them are in ``scope`` and
+        With ``overfetch`` > 0, the nearest vectors of the whole collection are fetched
+        first: as many as the scope's share of recent results says hold ``k`` of it, 1.5
+        times over (at least ``2 * k``; the share starts at 1 and is learned per
+        scope), at most ``k * overfetch`` (at least 100, at most 1000); a scope whose share
+        needs more is searched with the filter at once (and tried without now and then,
+        its share growing by a quarter each time). If at least ``k`` of them are in ``scope`` and
         unexpired (or the fetch covered the whole collection), those are exactly the top
         ``k`` a filtered search would return, since every other in-scope vector is farther
         away. Otherwise (a small scope crowded out by others) the query is re-run with the
@@ -349,8 +438,10 @@ class ChromaVectorStore:
         now = float(now)
 
         def search(collection: Any) -> list[VectorMatch]:
-            if self.overfetch > 0:
-                fetch = min(max(k * self.overfetch, 100), 1000)
+            cap = min(max(k * self.overfetch, 100), 1000)
+            share = self._share.get(scope, 1.0)
+            fetch = max(math.ceil(1.5 * k / share) if share > 0 else cap + 1, 2 * k)
+            if self.overfetch > 0 and fetch <= cap:
                 rows = self._rows(
                     collection.query(
                         query_embeddings=query,
@@ -359,8 +450,14 @@ class ChromaVectorStore:
                     )
                 )
                 kept = [row for row in rows if _live(row[2], scope, now)]
+                if rows:
+                    if len(self._share) >= _MAX_SCOPES:
+                        self._share.clear()
+                    self._share[scope] = 0.5 * share + 0.5 * len(kept) / len(rows)
                 if len(kept) >= k or len(rows) < fetch:
                     return self._matches(kept[:k])
+            elif self.overfetch > 0:  # a crowded scope: try the cheap search again later
+                self._share[scope] = min(1.0, max(share, 1e-3) * 1.25)
             rows = self._rows(
                 collection.query(
                     query_embeddings=query,
@@ -371,9 +468,17 @@ class ChromaVectorStore:
             )
             return self._matches(rows)
 
+        queued = [item for batcher in self._batchers() for item in batcher.pending()]
         with self._guarded():
             result: list[VectorMatch] = self._run("query", search)
-        return result
+        if not queued:
+            return result
+        mine = pending_matches(queued, query, scope, now)  # not on the server yet
+        newer = {row[0] for row in mine} | {item.id for item in queued}
+        merged = [(m.id, 1.0 - m.score, m.metadata) for m in result if m.id not in newer]
+        merged.extend(mine)
+        merged.sort(key=lambda row: row[1])
+        return self._matches(merged[:k])
 
     @staticmethod
     def _rows(result: Mapping[str, Any]) -> list[tuple[str, float, Mapping[str, Any] | None]]:
@@ -398,6 +503,7 @@ class ChromaVectorStore:
         """Remove vectors by id; unknown ids are ignored."""
         if not ids:
             return
+        self._written()  # a queued add of one of these ids must not land after
 
         def delete(collection: Any) -> None:
             for start in range(0, len(ids), step):
@@ -413,6 +519,7 @@ class ChromaVectorStore:
         non-empty str: anything else, e.g. ``{"$ne": ...}``, would be a Chroma operator)."""
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ConfigurationError(f"namespace must be a non-empty str, not {namespace!r:.80}")
+        self._written()
 
         def clear(collection: Any) -> None:
             if namespace is not None:
@@ -429,11 +536,13 @@ class ChromaVectorStore:
 
     def count(self) -> int:
         """How many vectors the collection holds (expired ones included until deleted)."""
+        self._written()
         with self._guarded():
             return int(self._run("count", lambda collection: collection.count()))
 
     def namespace_counts(self) -> dict[str, int]:
         """Vectors per metadata ``namespace`` in this collection, read page by page."""
+        self._written()
 
         def tally(collection: Any) -> dict[str, int]:
             out: dict[str, int] = {}
@@ -457,6 +566,7 @@ class ChromaVectorStore:
         unique = list(dict.fromkeys(ids))
         if not unique:
             return {}
+        self._written()
 
         def read(collection: Any) -> dict[str, dict[str, MetaValue]]:
             out: dict[str, dict[str, MetaValue]] = {}
@@ -472,7 +582,10 @@ class ChromaVectorStore:
         return result
 
     def close(self) -> None:
-        """Release a client we created; a client passed in is left open. Idempotent."""
+        """Write the queued vectors, then release a client we created (a client passed in
+        is left open). Idempotent."""
+        if self._batcher is not None:
+            self._batcher.close(timeout=self.timeout and 15 * self.timeout)
         with self._lock:
             self._closed = True
             self._collection = None

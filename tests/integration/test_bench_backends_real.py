@@ -31,7 +31,15 @@ def test_bench_backends_smoke(tmp_path: Path) -> None:
     assert set(writes) == {"sqlite", "redis"}
     for r in writes.values():  # every entry of every writer process arrived, with its vector
         assert (r["entries"], r["missing"], r["exact"], r["vectors"]) == (30, 0, 30, 30)
+    # vectors to the Chroma server went in batches, fewer upserts than entries
+    assert writes["redis"]["batched"] <= 30 and 0 < writes["redis"]["batches"] < 30
+    assert writes["sqlite"]["batches"] == 0
+    calls = {r["call"]: r for r in results["lookups"]["breakdown"]}
+    assert set(calls) == {"store()", "semantic lookup"}
+    assert calls["semantic lookup"]["parts"]["Chroma: `query`"]["calls"] == 1.0
+    assert calls["store()"]["parts"]["Redis: write the entry (`set`)"]["calls"] == 1.0
     text = out.read_text()
+    assert "Where the time goes on Redis + Chroma server" in text and "Targets" in text
     assert text.startswith("# Benchmarks\n\nkept\n") and text.endswith("\nafter\n")
     assert text.count(SECTION_START) == 1 and "\nold\n" not in text
     assert "| Redis + Chroma server |" in text and "Writes from 2 processes" in text

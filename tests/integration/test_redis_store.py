@@ -89,6 +89,41 @@ class TestRedisStore(StoreConformance):
             raw.delete("unrelated:key")
         assert raw.get(f"{store.prefix}c:c") == "1"
 
+    def test_a_write_is_one_round_trip(
+        self, store: RedisStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        store.set("warm", "0", namespace="ns", expires_at=None, now=0.0)  # loads the script
+        sent: list[int] = []
+        real = redis.connection.Connection.send_packed_command
+
+        def counted(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(1)
+            return real(conn, *args, **kwargs)
+
+        monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counted)
+        store.set("k", "1", namespace="ns", expires_at=50.0, tags=["a", "b"], now=0.0)
+        store.set("k", "2", namespace="other", expires_at=None, tags=["b"], now=0.0)
+        assert len(sent) == 2  # one per write: reading the old tags is part of it
+        monkeypatch.undo()
+        assert store.get("k", now=0.0) == "2"
+        assert store.keys_for_tag("b", limit=5, namespace="other") == ["k"]
+        assert store.keys_for_tag("b", limit=5, namespace="ns") == []  # moved away
+        assert store.keys_for_tag("a", limit=5) == []
+
+    def test_non_ascii_namespaces_and_tags_index_by_character_length(
+        self, store: RedisStore, raw: Any
+    ) -> None:
+        ns, other = "ünïcødé-租户", "другой"
+        store.set("k", "1", namespace=ns, expires_at=None, tags=["tág", "x"], now=0.0)
+        assert raw.smembers(store._t(ns, "tág")) == {"k"}  # the name Python builds
+        assert raw.zscore(store._w(ns), "k") == 0.0
+        store.set("k", "2", namespace=other, expires_at=None, tags=["x"], now=1.0)
+        assert raw.scard(store._t(ns, "tág")) == 0 and raw.scard(store._t(ns, "x")) == 0
+        assert raw.zscore(store._w(ns), "k") is None
+        assert store.keys_for_tag("x", limit=5, namespace=other) == ["k"]
+        assert store.clear(ns) == 0 and store.get("k", now=1.0) == "2"
+        assert store.clear(other) == 1 and store.get("k", now=1.0) is None
+
     def test_a_client_passed_in_stays_usable(self, redis_url: str, prefix: str) -> None:
         client = redis.Redis.from_url(redis_url, decode_responses=True)
         with RedisStore(client=client, prefix=prefix) as store:
