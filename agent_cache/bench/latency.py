@@ -191,9 +191,14 @@ def _drive(lookup: Callable[[], Any], callers: int, seconds: float) -> tuple[lis
 
 
 def _fill(
-    vs: SQLiteVectorStore, gpt_manager: Any, scope: str, vecs: np.ndarray, first: int
+    vs: SQLiteVectorStore,
+    gpt_manager: Any,
+    scope: str,
+    vecs: np.ndarray,
+    first: int,
+    tag: str = "",
 ) -> None:
-    ids = [f"ac1:bench-{first + i}" for i in range(len(vecs))]
+    ids = [f"ac1:bench-{tag}{first + i}" for i in range(len(vecs))]
     metas: list[dict[str, MetaValue]] = [
         {
             "scope": scope,
@@ -240,7 +245,9 @@ def _bench_latency(
         key: LayeredCache(path=None, embedder=chain, kv_store=store, vector_store=vs)
         for key, chain in chains.items()
     }
-    scope = _scope_of(next(iter(caches.values())))
+    # each embedder searches its own scope (int8 vectors are never compared with fp32
+    # ones): every scope gets the same entries, GPTCache once
+    scopes = list(dict.fromkeys(_scope_of(c) for c in caches.values()))
     counter = itertools.count()
 
     def next_query() -> str:
@@ -270,7 +277,9 @@ def _bench_latency(
         t0 = time.perf_counter()
         while filled < size:
             batch = min(5000, size - filled)
-            _fill(vs, gpt_manager, scope, _unit(rng, batch, dim), filled)
+            vecs = _unit(rng, batch, dim)
+            for j, scope in enumerate(scopes):
+                _fill(vs, gpt_manager if j == 0 else None, scope, vecs, filled, f"{j}-")
             filled += batch
         fill_s = time.perf_counter() - t0
         cells = [(key, n) for n in callers for key in lookups]
@@ -322,6 +331,8 @@ def _bench_latency(
                 f"    breakdown x{n}: {stage_times['lookups']} lookups, "
                 f"{stage_times['per_s']:.0f}/s (instrumented)"
             )
+    vs.refresh()
+    entries_by_scope = [len(vs._partitions[s]) if s in vs._partitions else 0 for s in scopes]
     exact = _bench_exact_untouched(caches["fp32|on"], chains["fp32|on"])
     batch_stats = {
         name: {"batches": b.batches, "requests": b.requests, "texts": b.texts}
@@ -339,6 +350,7 @@ def _bench_latency(
     return {
         "rows": rows,
         "breakdown": breakdowns,
+        "entries_by_scope": entries_by_scope,
         "notes": notes,
         "exact": exact,
         "batchers": batch_stats,
@@ -612,7 +624,8 @@ def _render(results: dict[str, Any]) -> str:
         + ", ".join(f"{stage} {value}" for stage, value in results["load"] if value is not None)
         + ". A lookup here is a full `LayeredCache.lookup` semantic miss on the embedded "
         "SQLite store (exact miss, embed one question, k-NN, verdicts); stored entries are "
-        "random unit vectors, queries distinct real questions, the same for every contender. "
+        "random unit vectors, queries distinct real questions, the same for every contender "
+        "(each embedder searches a scope of its own, every scope holds the same entries). "
         "8 callers are 8 threads calling at once; lookups/s counts all of them. torch is in "
         "the vector checks only (its lookups would cost minutes of the run; it was ~3x "
         "slower than ONNX fp32 in earlier runs).",

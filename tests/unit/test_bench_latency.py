@@ -29,6 +29,7 @@ def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
     ]
     trap.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     raws = {name: HashEmbedder(dim=32) for name in ("torch", "fp32", "int8")}
+    raws["int8"].name = "int8-model"  # another identity: a scope of its own
     result = run_latency_bench(
         out=out,
         data=tmp_path / "absent.jsonl",
@@ -59,3 +60,5 @@ def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
     assert one["calls"]["k-NN pass"] >= 1 and one["calls"]["analysis"] >= 1
     assert one["total"]["lookup"] >= one["total"]["embed (caller)"]
     assert "Where the time goes" in text and "| k-NN pass |" in text
+    # every contender searched a filled scope: 40 entries in each of the two scopes
+    assert result["latency"]["entries_by_scope"] == [40, 40]
