@@ -1,13 +1,16 @@
 """Micro-batching: concurrent embed calls share one forward pass.
 
 A web app looks up many questions at once; without this, each lookup runs its own
-forward pass and the passes fight over the same cores. :class:`MicroBatcher` puts every
-request (from a thread or an asyncio task: both go through the same queue) in front of
-one worker thread, which embeds whatever is waiting in a single call of the inner
-embedder. Batches form by themselves under load: while one pass runs, the next callers
-queue up. When the traffic is concurrent (more than one request is waiting, or the first
-one arrived while the previous pass was running) the worker also waits up to
-``max_wait_ms`` for company before it starts; a lone caller never waits.
+forward pass and the passes fight over the same cores. :class:`MicroBatcher` runs one
+pass at a time: a thread that finds nothing running and nothing queued runs its own
+pass on its own thread (no hand-over to another thread, no wake-up: a lone caller pays
+nothing for the batcher); every other request (and every asyncio task, which must not
+block its loop) queues in front of one worker thread, which embeds whatever is waiting
+in a single call of the inner embedder. Batches form by themselves under load: while
+one pass runs, the next callers queue up. When the traffic is concurrent (more than one
+request is waiting, or the first one arrived while the previous pass was running) the
+worker also waits up to ``max_wait_ms`` for company before it starts; a lone caller
+never waits.
 
 Bounds: a batch holds at most ``max_batch`` texts (a single larger request runs on its
 own, never split), and a request waits at most ``max_wait_ms`` plus the pass in flight
@@ -89,6 +92,7 @@ class MicroBatcher:
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._busy = False  # a pass runs (the worker's or a lone caller's own)
         self._last_end = 0.0  # when the previous pass finished (monotonic)
         _LIVE.add(self)
 
@@ -108,7 +112,22 @@ class MicroBatcher:
             return np.asarray(self.inner.embed([]), dtype=np.float32)
         if threading.current_thread() is self._worker:  # re-entrant call: no deadlock
             return self._run(items)
-        return self._submit(items).result()
+        with self._cond:
+            alone = not self._busy and not self._queue
+            if alone:
+                self._busy = True
+        if not alone:
+            return self._submit(items).result()
+        try:  # nothing running, nothing waiting: this thread runs the pass itself
+            unique = list(dict.fromkeys(items))
+            self._count(1, len(unique))
+            vectors = self._run(unique)
+        finally:
+            self._end_pass()
+        if len(unique) == len(items):
+            return vectors
+        row = {text: i for i, text in enumerate(unique)}
+        return np.ascontiguousarray(vectors[[row[t] for t in items]])
 
     async def aembed(self, texts: Sequence[str]) -> Vectors:
         """Async twin of :meth:`embed`: awaits the shared pass without blocking the loop."""
@@ -140,10 +159,24 @@ class MicroBatcher:
         return request.future
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's worker and queued requests are not ours."""
+        """In a forked child: the parent's worker, passes and queued requests are not ours."""
         self._queue = deque()
         self._cond = threading.Condition()
         self._worker = None
+        self._busy = False
+
+    def _count(self, requests: int, texts: int) -> None:
+        with self._cond:
+            self.batches += 1
+            self.requests += requests
+            self.texts += texts
+
+    def _end_pass(self) -> None:
+        """A pass is over: the worker may take what queued behind it."""
+        with self._cond:
+            self._busy = False
+            self._last_end = time.monotonic()
+            self._cond.notify_all()
 
     def _ensure_worker(self) -> None:  # called with the condition held
         if self._worker is not None and self._worker.is_alive():
@@ -156,8 +189,8 @@ class MicroBatcher:
 
     def _take_batch(self) -> list[_Request] | None:
         with self._cond:
-            while not self._queue:
-                if self._closed:
+            while not self._queue or self._busy:
+                if self._closed and not self._queue:
                     self._worker = None
                     return None
                 self._cond.wait()
@@ -175,6 +208,7 @@ class MicroBatcher:
                 request = self._queue.popleft()
                 size += len(request.texts)
                 batch.append(request)
+            self._busy = True
             return batch
 
     def _loop(self) -> None:
@@ -185,13 +219,11 @@ class MicroBatcher:
             try:
                 self._serve(batch)
             finally:
-                self._last_end = time.monotonic()
+                self._end_pass()
 
     def _serve(self, batch: list[_Request]) -> None:
         unique = list(dict.fromkeys(t for r in batch for t in r.texts))
-        self.batches += 1
-        self.requests += len(batch)
-        self.texts += len(unique)
+        self._count(len(batch), len(unique))
         try:
             vectors = self._run(unique)
         except BaseException as exc:  # handed to the callers

@@ -103,7 +103,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             out=out,
             data=data,
             trap=_given_file(args.trap, "--trap"),
-            sizes=tuple(args.sizes),
+            sizes=tuple(args.sizes or (5_000, 100_000)),
             callers=tuple(args.callers),
             pairs=args.latency_pairs,
             peer=not args.no_peer,
@@ -132,7 +132,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
     from agent_cache.bench.core import run_core_bench
 
-    run_core_bench(out=out, data=data, sizes=tuple(args.sizes))
+    run_core_bench(out=out, data=data, sizes=tuple(args.sizes or (1_000, 10_000, 100_000)))
     return 0
 
 
@@ -650,7 +650,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="semantic: train one on the calibration half (cached in .bench_cache/)",
     )
-    bench.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    bench.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="store sizes (core: 1,000 10,000 100,000; latency: 5,000 100,000)",
+    )
     bench.add_argument("--requests", type=int, default=2000, help="prefix: online stream size")
     bench.add_argument("--batch", type=int, default=600, help="prefix: offline batch size")
     bench.add_argument(

@@ -9,10 +9,14 @@ One run, written as one section of ``docs/benchmarks.md`` (between
    equivalent pair ≥ the equivalence floor), and the QQP precision at the default
    threshold per backend.
 2. **Latency**: ``LayeredCache.lookup`` semantic misses (exact miss, embed, k-NN over the
-   embedded SQLite store, verdicts) at each store size, 1 and 8 concurrent callers
-   (threads), for torch (today's default), ONNX fp32 and ONNX int8, with micro-batching
-   off and on; GPTCache (same MiniLM model through its ``SBERT`` embedder, SQLite +
-   FAISS, same entries and queries) as the peer. p50/p95/p99 per call and lookups/s.
+   embedded SQLite store, verdicts) at each store size (5,000 and 100,000 by default), 1
+   and 8 concurrent callers (threads), for the default chain (ONNX fp32 behind the
+   micro-batcher), ONNX fp32 without it and ONNX int8; GPTCache (same MiniLM model
+   through its ``SBERT`` embedder, SQLite + FAISS, same entries and queries) as the peer.
+   p50/p95/p99 per call, lookups/s, the 8-vs-1 scaling and the p50 against GPTCache's.
+3. **Where the time goes**: after the timed cells of a size, the default contender again
+   at 1 and 8 callers with every stage timed (tokenize, ONNX run, k-NN pass, change-log
+   refresh, metadata read, analysis, store reads, the callers' waits, the rest).
 
 Contenders alternate in rounds (the order rotates every round), as in ``bench core``.
 Stored entries are random unit vectors (the same for every contender, GPTCache included);
@@ -62,7 +66,11 @@ __all__ = ["SECTION_END", "SECTION_START", "run_latency_bench"]
 SECTION_START = "<!-- bench:latency:start -->"
 SECTION_END = "<!-- bench:latency:end -->"
 EQUIVALENT_FLOOR = 0.5
-BACKEND_NAMES = {"torch": "torch (today)", "fp32": "ONNX fp32", "int8": "ONNX int8"}
+BACKEND_NAMES = {"torch": "torch", "fp32": "ONNX fp32", "int8": "ONNX int8"}
+#: the latency contenders (backend|micro-batching); ``fp32|on`` is ``LayeredCache(path)``'s
+#: default chain. torch is in the vector checks only: its lookups cost minutes of the run.
+CONTENDERS = ("fp32|on", "fp32|off", "int8|on")
+DEFAULT = "fp32|on"
 
 
 # ---------------------------------------------------------------------------- 1. vectors
@@ -183,9 +191,14 @@ def _drive(lookup: Callable[[], Any], callers: int, seconds: float) -> tuple[lis
 
 
 def _fill(
-    vs: SQLiteVectorStore, gpt_manager: Any, scope: str, vecs: np.ndarray, first: int
+    vs: SQLiteVectorStore,
+    gpt_manager: Any,
+    scope: str,
+    vecs: np.ndarray,
+    first: int,
+    tag: str = "",
 ) -> None:
-    ids = [f"ac1:bench-{first + i}" for i in range(len(vecs))]
+    ids = [f"ac1:bench-{tag}{first + i}" for i in range(len(vecs))]
     metas: list[dict[str, MetaValue]] = [
         {
             "scope": scope,
@@ -214,21 +227,27 @@ def _bench_latency(
     peer: bool,
     seed: int,
     log: Callable[[str], None],
+    breakdown_s: float = 4.0,
 ) -> dict[str, Any]:
-    dim = int(raws["torch"].embed(["dimension probe"]).shape[1])
+    dim = int(raws["fp32"].embed(["dimension probe"]).shape[1])
     store = SQLiteStore(tmp / "latency.sqlite3")
     vs = SQLiteVectorStore(store)
     chains: dict[str, Embedder] = {}
     batchers: dict[str, MicroBatcher] = {}
-    for name, raw in raws.items():
-        chains[f"{name}|off"] = MemoEmbedder(raw)
-        batchers[name] = MicroBatcher(raw)
-        chains[f"{name}|on"] = MemoEmbedder(batchers[name])
+    for key in CONTENDERS:
+        name, batching = key.split("|")
+        if batching == "on":
+            batchers[name] = MicroBatcher(raws[name])
+            chains[key] = MemoEmbedder(batchers[name])
+        else:
+            chains[key] = MemoEmbedder(raws[name])
     caches = {
         key: LayeredCache(path=None, embedder=chain, kv_store=store, vector_store=vs)
         for key, chain in chains.items()
     }
-    scope = _scope_of(next(iter(caches.values())))
+    # each embedder searches its own scope (int8 vectors are never compared with fp32
+    # ones): every scope gets the same entries, GPTCache once
+    scopes = list(dict.fromkeys(_scope_of(c) for c in caches.values()))
     counter = itertools.count()
 
     def next_query() -> str:
@@ -252,16 +271,19 @@ def _bench_latency(
             fn()
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
+    breakdowns: list[dict[str, Any]] = []
     filled = 0
     for size in sorted(set(sizes)):
         t0 = time.perf_counter()
         while filled < size:
             batch = min(5000, size - filled)
-            _fill(vs, gpt_manager, scope, _unit(rng, batch, dim), filled)
+            vecs = _unit(rng, batch, dim)
+            for j, scope in enumerate(scopes):
+                _fill(vs, gpt_manager if j == 0 else None, scope, vecs, filled, f"{j}-")
             filled += batch
         fill_s = time.perf_counter() - t0
         cells = [(key, n) for n in callers for key in lookups]
-        per_cell = scale * (2.0 + 4.0 * size / 100_000)
+        per_cell = scale * (3.0 + 3.0 * size / 100_000)
         rounds = 3
         log(
             f"  latency @ {size:,}: filled in {fill_s:.0f} s; {len(cells)} cells, "
@@ -302,6 +324,15 @@ def _bench_latency(
                 f"    {key:<14} x{n}: p50 {rows[-1]['p50']:7.2f} ms  p99 {rows[-1]['p99']:7.2f}"
                 f" ms  {rows[-1]['throughput']:7.1f}/s"
             )
+        for n in callers:
+            stage_times = _breakdown(caches[DEFAULT], vs, lookups[DEFAULT], n, scale * breakdown_s)
+            breakdowns.append({"size": size, "callers": n, **stage_times})
+            log(
+                f"    breakdown x{n}: {stage_times['lookups']} lookups, "
+                f"{stage_times['per_s']:.0f}/s (instrumented)"
+            )
+    vs.refresh()
+    entries_by_scope = [len(vs._partitions[s]) if s in vs._partitions else 0 for s in scopes]
     exact = _bench_exact_untouched(caches["fp32|on"], chains["fp32|on"])
     batch_stats = {
         name: {"batches": b.batches, "requests": b.requests, "texts": b.texts}
@@ -318,12 +349,156 @@ def _bench_latency(
     store.close()
     return {
         "rows": rows,
+        "breakdown": breakdowns,
+        "entries_by_scope": entries_by_scope,
         "notes": notes,
         "exact": exact,
         "batchers": batch_stats,
         "search": search,
         "dim": dim,
     }
+
+
+class _Stages:
+    """Wall time per stage of a lookup, by wrapping the stage's callable on the bench's own
+    objects (restored by :meth:`undo`); each sample is timed on the thread that runs it."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.rows = 0  # texts in the ONNX runs
+        self.positions = 0  # token positions (real and padding) in the ONNX runs
+        self._lock = threading.Lock()
+        self._undo: list[Callable[[], None]] = []
+
+    def add(self, label: str, seconds: float) -> None:
+        with self._lock:
+            self.total[label] = self.total.get(label, 0.0) + seconds
+            self.calls[label] = self.calls.get(label, 0) + 1
+
+    def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        clock = time.perf_counter
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(label, clock() - t0)
+
+        return wrapper
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        had = name in vars(owner)  # an instance attribute or a module's name
+        setattr(owner, name, self.timed(label, original))
+        if had:
+            self._undo.append(lambda: setattr(owner, name, original))
+        else:
+            self._undo.append(lambda: delattr(owner, name))
+
+    def undo(self) -> None:
+        for step in reversed(self._undo):
+            step()
+        self._undo.clear()
+
+
+class _TimedSession:
+    """An ONNX Runtime session whose runs are timed and whose inputs are counted."""
+
+    def __init__(self, inner: Any, stages: _Stages) -> None:
+        self._inner = inner
+        self._stages = stages
+
+    def run(self, names: Any, feeds: dict[str, Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._inner.run(names, feeds)
+        finally:
+            self._stages.add("ONNX run", time.perf_counter() - t0)
+            ids = feeds["input_ids"]
+            with self._stages._lock:
+                self._stages.rows += int(ids.shape[0])
+                self._stages.positions += int(ids.size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _TimedTokenizer:
+    def __init__(self, inner: Any, stages: _Stages) -> None:
+        self._inner = inner
+        self.encode_batch = stages.timed("tokenize", inner.encode_batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+#: the breakdown's rows: (label, what it times)
+STAGES = (
+    ("lookup", "a whole `lookup` call, as its caller sees it"),
+    ("embed (caller)", "the caller's wait for its vector: queue, linger, the shared pass"),
+    ("tokenize", "`tokenizers` encode_batch, in the batcher's thread"),
+    ("ONNX run", "`InferenceSession.run`, in the batcher's thread"),
+    ("k-NN query (caller)", "the caller's wait for its matches: the shared pass included"),
+    ("k-NN pass", "one pass over the matrix: product, expiry mask, top k"),
+    ("change-log refresh", "the SQLite read of other processes' vector writes"),
+    ("metadata read", "one SQLite query for the matches' metadata"),
+    ("analysis", "`semantic.screen`: difference analysis and thresholds"),
+    ("store reads", "the exact layer's reads (version counter, the exact key)"),
+)
+
+
+def _breakdown(
+    cache: LayeredCache,
+    vs: SQLiteVectorStore,
+    lookup: Callable[[], Any],
+    callers: int,
+    seconds: float,
+) -> dict[str, Any]:
+    """Where the time of the default contender's lookups goes, ``callers`` at once."""
+    from agent_cache import semantic
+    from agent_cache.vectors import sqlite as sqlite_vectors
+
+    stages = _Stages()
+    model = _onnx_of(cache.embedder)
+    store = cache.kv_store
+    if model is not None and model._session is not None:
+        session, tokenizer = model._session, model._tokenizer
+        model._session = _TimedSession(session, stages)
+        model._tokenizer = _TimedTokenizer(tokenizer, stages)
+    stages.wrap(cache, "lookup", "lookup")
+    stages.wrap(cache.embedder, "embed", "embed (caller)")
+    stages.wrap(vs, "query", "k-NN query (caller)")
+    stages.wrap(vs, "refresh", "change-log refresh")
+    stages.wrap(vs, "_metadata", "metadata read")
+    stages.wrap(sqlite_vectors, "_search_partition", "k-NN pass")
+    stages.wrap(semantic, "screen", "analysis")
+    stages.wrap(store, "get", "store reads")
+    stages.wrap(store, "get_counter", "store reads")
+    try:
+        began = time.perf_counter()
+        _, calls = _drive(lookup, callers, seconds)
+        wall = time.perf_counter() - began
+    finally:
+        stages.undo()
+        if model is not None and isinstance(model._session, _TimedSession):
+            model._session, model._tokenizer = session, tokenizer
+    return {
+        "lookups": calls,
+        "per_s": calls / max(wall, 1e-9),
+        "total": stages.total,
+        "calls": stages.calls,
+        "onnx_rows": stages.rows,
+        "onnx_positions": stages.positions,
+        "load": _load1(),
+    }
+
+
+def _onnx_of(embedder: Any) -> OnnxEmbedder | None:
+    while embedder is not None and not isinstance(embedder, OnnxEmbedder):
+        embedder = getattr(embedder, "inner", None)
+    return embedder
 
 
 def _bench_exact_untouched(cache: LayeredCache, chain: Embedder) -> dict[str, Any]:
@@ -360,7 +535,74 @@ def _label(key: str) -> str:
     name, batching = key.split("|")
     if name == "gptcache":
         return "GPTCache 0.1.44 (SBERT MiniLM, SQLite + FAISS)"
-    return f"{BACKEND_NAMES[name]}, micro-batching {batching}"
+    default = " (the default)" if key == DEFAULT else ""
+    return f"{BACKEND_NAMES[name]}, micro-batching {batching}{default}"
+
+
+def _render_breakdown(cells: list[dict[str, Any]]) -> list[str]:
+    """Where the time goes: per lookup, and per call of the shared passes."""
+    if not cells:
+        return []
+    head = " | ".join(
+        f"{c['callers']} caller{'s' if c['callers'] > 1 else ''}: ms a lookup"
+        f" / calls a lookup / ms a call"
+        for c in cells
+    )
+    lines = [
+        "Where the time goes (the default contender, instrumented runs after the timed ones; "
+        + ", ".join(
+            f"{c['callers']} caller{'s' if c['callers'] > 1 else ''}: {c['lookups']} lookups, "
+            f"{c['per_s']:.0f}/s, load {c['load']}"
+            for c in cells
+        )
+        + "). Caller rows are waits as a caller sees them (with 8 callers they include the "
+        "queue and the other callers' share of a pass); the others are the work, timed on "
+        "the thread that does it (the batcher's for tokenize and ONNX), divided by lookups.",
+        "",
+        f"| stage | {head} | what it times |",
+        "|---|" + "---:|" * len(cells) + "---|",
+    ]
+    for label, what in STAGES:
+        row = []
+        for c in cells:
+            total, calls, n = c["total"].get(label, 0.0), c["calls"].get(label, 0), c["lookups"]
+            if not calls:
+                row.append("–")
+                continue
+            row.append(
+                f"{total / max(n, 1) * 1e3:.2f} / {calls / max(n, 1):.2f} / "
+                f"{total / calls * 1e3:.2f}"
+            )
+        lines.append(f"| {label} | " + " | ".join(row) + f" | {what} |")
+    other = []
+    for c in cells:
+        t, n = c["total"], max(c["lookups"], 1)
+        rest = t.get("lookup", 0.0) - sum(
+            t.get(k, 0.0)
+            for k in ("embed (caller)", "k-NN query (caller)", "analysis", "store reads")
+        )
+        other.append(f"{rest / n * 1e3:.2f}")
+    lines.append(
+        "| other (Python between the stages, locks) | "
+        + " | ".join(other)
+        + " | the lookup less the caller rows, the analysis and the store reads |"
+    )
+    shape = []
+    for c in cells:
+        runs = c["calls"].get("ONNX run", 0)
+        rows_ = c["onnx_rows"]
+        shape.append(
+            f"{rows_ / runs:.1f} texts a run, {c['onnx_positions'] / max(rows_, 1):.1f} token "
+            "positions a text"
+            if runs
+            else "–"
+        )
+
+    lines += [
+        "| ONNX batch shape | " + " | ".join(shape) + " | texts per run; padded length |",
+        "",
+    ]
+    return lines
 
 
 def _render(results: dict[str, Any]) -> str:
@@ -382,8 +624,11 @@ def _render(results: dict[str, Any]) -> str:
         + ", ".join(f"{stage} {value}" for stage, value in results["load"] if value is not None)
         + ". A lookup here is a full `LayeredCache.lookup` semantic miss on the embedded "
         "SQLite store (exact miss, embed one question, k-NN, verdicts); stored entries are "
-        "random unit vectors, queries distinct real questions, the same for every contender. "
-        "8 callers are 8 threads calling at once; lookups/s counts all of them.",
+        "random unit vectors, queries distinct real questions, the same for every contender "
+        "(each embedder searches a scope of its own, every scope holds the same entries). "
+        "8 callers are 8 threads calling at once; lookups/s counts all of them. torch is in "
+        "the vector checks only (its lookups would cost minutes of the run; it was ~3x "
+        "slower than ONNX fp32 in earlier runs).",
         "",
     ]
     agree = results.get("agreement")
@@ -442,31 +687,41 @@ def _render(results: dict[str, Any]) -> str:
     for note in results.get("notes", []) + lat["notes"]:
         lines += [f"Note: {note}", ""]
     keys = list(dict.fromkeys(r["contender"] for r in rows))
-    base = "torch|off"
+    few, many = min(callers), max(callers)
     for size in sizes:
         lines += [
             f"### {size:,} entries",
             "",
             "| contender | "
             + " | ".join(f"{n} caller{'s' if n > 1 else ''}: p50 / p95 / p99 ms" for n in callers)
-            + f" | lookups/s at {max(callers)} | vs today |",
-            "|---|" + "---:|" * (len(callers) + 2),
+            + " | "
+            + " | ".join(f"lookups/s, {n}" for n in callers)
+            + f" | {many} callers vs {few} | p50 at {few} vs GPTCache |",
+            "|---|" + "---:|" * (2 * len(callers) + 2),
         ]
-        ref = _row(rows, size, base, max(callers))
+        peer = _row(rows, size, "gptcache|-", few)
         for key in keys:
             cells = []
             for n in callers:
                 r = _row(rows, size, key, n)
                 cells.append(f"{r['p50']:.1f} / {r['p95']:.1f} / {r['p99']:.1f}" if r else "–")
-            top = _row(rows, size, key, max(callers))
-            tput = f"{top['throughput']:.0f}" if top else "–"
-            ratio = (
-                f"{top['throughput'] / ref['throughput']:.1f}×"
-                if top and ref and ref["throughput"]
+            for n in callers:
+                r = _row(rows, size, key, n)
+                cells.append(f"{r['throughput']:.0f}" if r else "–")
+            lo, hi = _row(rows, size, key, few), _row(rows, size, key, many)
+            cells.append(
+                f"{hi['throughput'] / lo['throughput']:.2f}×"
+                if lo and hi and lo["throughput"]
                 else "–"
             )
-            lines.append(f"| {_label(key)} | " + " | ".join(cells) + f" | {tput} | {ratio} |")
+            cells.append(
+                f"{peer['p50'] / lo['p50']:.2f}× faster"
+                if peer and lo and lo["p50"] and key != "gptcache|-"
+                else "–"
+            )
+            lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines += _render_breakdown([b for b in lat.get("breakdown", []) if b["size"] == size])
     ex = lat["exact"]
     lines += [
         f"Exact hits on the ONNX + micro-batching cache: p50 {ex['p50_us']:.0f} µs, p95 "
@@ -499,7 +754,7 @@ def run_latency_bench(
     out: Path,
     data: Path | None = None,
     trap: Path | None = None,
-    sizes: Sequence[int] = (1_000, 10_000, 100_000),
+    sizes: Sequence[int] = (5_000, 100_000),
     callers: Sequence[int] = (1, 8),
     pairs: int = 2000,
     peer: bool = True,

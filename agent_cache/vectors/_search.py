@@ -17,11 +17,10 @@ caller never waits.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +48,9 @@ def search_threads() -> int:
     wait for a core the embedder, SQLite or a neighbour holds); 8 queries in one product,
     ~25 ms vs ~50 ms. Only an idle second core makes 2 faster (3.4 ms vs 5 ms for one
     query), and a cache under load has none. Larger machines get half their cores (at most
-    4). ``AGENT_CACHE_SEARCH_THREADS`` overrides it. The limit holds only while a search
-    runs (numpy elsewhere in the process keeps its own setting the rest of the time).
+    4). ``AGENT_CACHE_SEARCH_THREADS`` overrides it. The count is held from the first
+    search on, for numpy in the whole process (see :class:`_BlasThreads` for why it is
+    not restored after each search).
 
     Example:
         >>> search_threads() >= 1
@@ -60,21 +60,28 @@ def search_threads() -> int:
 
 
 class _BlasThreads:
-    """Sets numpy's BLAS thread count while any search runs, restores it after the last
-    (threadpoolctl, a dependency of sentence-transformers; without it nothing changes)."""
+    """Holds numpy's BLAS at the search's thread count (threadpoolctl, a dependency of
+    sentence-transformers; without it nothing changes).
+
+    The count is set on the first search and left there, not restored after each one:
+    OpenBLAS's idle threads spin-wait for work after being woken, so putting a pool of 2
+    back after every search had its second thread spinning on the core the embedder
+    needed. Measured on the shared 2-core machine, 5,000 entries, one caller in a thread:
+    the k-NN took 2.7-11 ms a lookup (the product itself: 0.3 ms) and the ONNX pass 6.7-14
+    ms, against 0.6 ms and 4.8 ms with the count held at 1 (lookups/s 57-87 against
+    138-152). numpy elsewhere in the process gets the same count from the first search
+    on; a count someone sets later is put back to the search's at the next search (one
+    cheap ``get_num_threads`` call a search).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._libs: list[Any] | None = None
-        self._active = 0
-        self._saved: list[int] = []
         _fork.after_fork_in_child(self, _BlasThreads._after_fork)
 
     def _after_fork(self) -> None:
-        """In a forked child: a free lock; the parent's searches are not running here
-        (BLAS keeps the thread count it has)."""
+        """In a forked child: a free lock (BLAS keeps the thread count it has)."""
         self._lock = threading.Lock()
-        self._active = 0
 
     def _load(self) -> list[Any]:
         if self._libs is None:
@@ -86,23 +93,16 @@ class _BlasThreads:
                 self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
         return self._libs
 
-    @contextlib.contextmanager
-    def limit(self, threads: int) -> Iterator[None]:
-        with self._lock:
-            libs = self._load()
-            if libs and self._active == 0:
-                self._saved = [int(lib.get_num_threads()) for lib in libs]
-                for lib in libs:
-                    lib.set_num_threads(threads)
-            self._active += 1
-        try:
-            yield
-        finally:
+    def hold(self, threads: int) -> None:
+        """Set every BLAS library to ``threads`` unless it already runs that many."""
+        libs = self._libs
+        if libs is None:
             with self._lock:
-                self._active -= 1
-                if libs and self._active == 0:
-                    for lib, saved in zip(libs, self._saved, strict=True):
-                        lib.set_num_threads(saved)
+                libs = self._load()
+        for lib in libs:
+            if int(lib.get_num_threads()) != threads:
+                with self._lock:
+                    lib.set_num_threads(threads)
 
 
 _BLAS = _BlasThreads()
@@ -119,14 +119,14 @@ def similarities(matrix: Matrix, queries: Matrix) -> Matrix:
     step, which under concurrent callers costs more than the arithmetic.
     """
     n, b = matrix.shape[0], queries.shape[0]
-    with _BLAS.limit(search_threads()):
-        if b >= GEMM_FROM:
-            product: Matrix = np.matmul(queries, matrix.T)
-            return product
-        out = np.empty((b, n), dtype=np.float32)
-        for i in range(b):
-            np.matmul(matrix, queries[i], out=out[i])
-        return out
+    _BLAS.hold(search_threads())
+    if b >= GEMM_FROM:
+        product: Matrix = np.matmul(queries, matrix.T)
+        return product
+    out = np.empty((b, n), dtype=np.float32)
+    for i in range(b):
+        np.matmul(matrix, queries[i], out=out[i])
+    return out
 
 
 def top_rows(sims: Matrix, k: int) -> list[int]:

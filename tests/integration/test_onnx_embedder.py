@@ -110,3 +110,35 @@ def test_torch_and_onnx_fp32_share_entries_int8_has_its_own(
         int8.store("How do I delete my account?", "Settings > Account")
         own = int8.lookup("how can I delete my account")
         assert own is not None and own.layer == "semantic"
+
+
+class _CountingSession:
+    """The real ONNX session, counting the token positions (real and padding) it runs."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.positions = 0
+        self.runs = 0
+
+    def run(self, names: object, feeds: dict[str, np.ndarray]) -> object:
+        self.runs += 1
+        self.positions += int(feeds["input_ids"].size)
+        return self.inner.run(names, feeds)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_a_mixed_batch_is_padded_per_length_group(onnx_dir: Path) -> None:
+    # one long text in a batch of short questions: padding every row to its length
+    # would run 8 x 256 positions; grouped by length each row pays about its own
+    texts = ["refund " * 300] + SENTENCES[:5] + ["Is it raining?", "Where is my parcel?"]
+    embedder = OnnxEmbedder(cache_dir=onnx_dir)
+    alone = np.vstack([embedder.embed([t]) for t in texts])
+    assert embedder._session is not None
+    counting = _CountingSession(embedder._session)
+    embedder._session = counting
+    rows = embedder.embed(texts)
+    np.testing.assert_allclose(rows, alone, atol=1e-5)  # the same rows, in order
+    assert counting.runs >= 2
+    assert counting.positions < 2 * 256, counting.positions

@@ -161,6 +161,25 @@ def test_a_lone_caller_never_waits_for_company() -> None:
     assert time.perf_counter() - started < 0.5  # 5 calls, far less than one 500 ms window
 
 
+def test_a_lone_caller_runs_its_pass_on_its_own_thread() -> None:
+    # no hand-over to the worker thread and back: a lone lookup pays nothing for batching
+    threads: list[threading.Thread] = []
+
+    class Where(Recording):
+        def embed(self, texts: Sequence[str]) -> F32:
+            threads.append(threading.current_thread())
+            return super().embed(texts)
+
+    batcher = MicroBatcher(Where(), max_wait_ms=5)
+    for i in range(3):
+        rows = batcher.embed([f"alone {i}", "same", "same"])
+        np.testing.assert_allclose(rows, expected([f"alone {i}", "same", "same"]), rtol=1e-6)
+    assert threads == [threading.main_thread()] * 3
+    assert batcher._worker is None  # no thread was needed
+    assert (batcher.batches, batcher.requests, batcher.texts) == (3, 3, 6)
+    batcher.close()
+
+
 def test_the_wait_for_company_is_bounded() -> None:
     hold = threading.Event()
     inner = Recording(hold=hold)

@@ -29,6 +29,7 @@ def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
     ]
     trap.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     raws = {name: HashEmbedder(dim=32) for name in ("torch", "fp32", "int8")}
+    raws["int8"].name = "int8-model"  # another identity: a scope of its own
     result = run_latency_bench(
         out=out,
         data=tmp_path / "absent.jsonl",
@@ -47,5 +48,17 @@ def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
     assert result["trap"]["fp32"]["changed"] == 0  # identical fakes: identical decisions
     assert result["agreement"]["int8"]["min"] > 0.9999
     cells = {(r["contender"], r["callers"]) for r in result["latency"]["rows"]}
-    assert ("fp32|on", 2) in cells and ("torch|off", 1) in cells
+    assert ("fp32|on", 2) in cells and ("fp32|off", 1) in cells and ("int8|on", 1) in cells
+    assert not any(c[0].startswith("torch") for c in cells)  # the vector checks only
     assert result["latency"]["exact"]["embedded"] == 0  # exact hits never embed
+    stages = {(b["size"], b["callers"]): b for b in result["latency"]["breakdown"]}
+    assert set(stages) == {(40, 1), (40, 2)}
+    one = stages[(40, 1)]
+    assert one["lookups"] > 0
+    assert one["calls"]["lookup"] == one["lookups"]  # every lookup timed, once
+    assert one["calls"]["embed (caller)"] == one["lookups"]  # distinct queries: all embed
+    assert one["calls"]["k-NN pass"] >= 1 and one["calls"]["analysis"] >= 1
+    assert one["total"]["lookup"] >= one["total"]["embed (caller)"]
+    assert "Where the time goes" in text and "| k-NN pass |" in text
+    # every contender searched a filled scope: 40 entries in each of the two scopes
+    assert result["latency"]["entries_by_scope"] == [40, 40]
