@@ -24,10 +24,10 @@ from agent_cache.stats import StatsSink
 
 __all__ = [
     "Setting",
-    "args_for",
     "Settings",
     "UnmetTargetConfig",
     "allow_unmet_target",
+    "args_for",
     "check_threshold",
     "read_config",
     "sinks_from",

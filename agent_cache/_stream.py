@@ -37,6 +37,7 @@ refresh-ahead does not run on streamed hits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -556,9 +557,8 @@ class Streamed(_Reader, Generic[C]):
     def close(self) -> None:
         """Stop reading (the others, if any, go on without this reader)."""
         gen, self._gen = self._gen, None
-        if gen is not None:
-            if not self._unread():
-                gen.close()
+        if gen is not None and not self._unread():
+            gen.close()
 
     def __enter__(self) -> Streamed[C]:
         return self
@@ -567,10 +567,8 @@ class Streamed(_Reader, Generic[C]):
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 class AStreamed(_Reader, Generic[C]):
@@ -594,9 +592,8 @@ class AStreamed(_Reader, Generic[C]):
     async def aclose(self) -> None:
         """Stop reading (the others, if any, go on without this reader)."""
         gen, self._gen = self._gen, None
-        if gen is not None:
-            if not self._unread():
-                await gen.aclose()
+        if gen is not None and not self._unread():
+            await gen.aclose()
 
     async def __aenter__(self) -> AStreamed[C]:
         return self
@@ -607,7 +604,5 @@ class AStreamed(_Reader, Generic[C]):
     def __del__(self) -> None:
         gen, self._gen = self._gen, None
         if gen is not None:
-            try:
+            with contextlib.suppress(Exception):  # interpreter shutdown
                 self._unread()
-            except Exception:  # interpreter shutdown
-                pass

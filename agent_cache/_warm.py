@@ -245,6 +245,36 @@ def _own_key(cache: LayeredCache, item: WarmLine, llm: str) -> bool | None:
     return None
 
 
+def _line_namespace(item: WarmLine, namespace: str, *, trust_file: bool, given: bool) -> str:
+    """The namespace a line is stored under: ``--namespace``, or with ``--trust-file``
+    the line's own (which must still be ``--namespace`` when that was given)."""
+    n = item.line
+    if trust_file:
+        ns = item.namespace or namespace
+        if given and ns != namespace:
+            raise _bad(n, "namespace", f"{ns!r} is not --namespace {namespace!r}")
+        return ns
+    if item.namespace is not None and item.namespace != namespace:
+        raise _bad(
+            n,
+            "namespace",
+            f"{item.namespace!r} is not --namespace {namespace!r} (a file's "
+            "namespaces, keys and versions are used only with --trust-file)",
+        )
+    return namespace
+
+
+def _check_prompt(cache: LayeredCache, item: WarmLine, llm: str, ns: str, limit: int) -> None:
+    """Refuse, with its line number, a prompt the cache itself would refuse."""
+    size = len(item.prompt.encode("utf-8"))
+    if size > limit:
+        raise _bad(item.line, "prompt", f"{size} bytes, over max_prompt_bytes ({limit})")
+    try:
+        cache._prepare(item.prompt, llm, ns, item.context, "")
+    except ConfigurationError as exc:
+        raise _bad(item.line, "prompt", str(exc)) from exc
+
+
 def warm(
     cache: LayeredCache,
     lines: Sequence[WarmLine],
@@ -269,27 +299,9 @@ def warm(
     versions: dict[str, int] = {}
     for item in lines:
         n = item.line
-        if trust_file:
-            ns = item.namespace or namespace
-            if namespace_given and ns != namespace:
-                raise _bad(n, "namespace", f"{ns!r} is not --namespace {namespace!r}")
-        else:
-            ns = namespace
-            if item.namespace is not None and item.namespace != namespace:
-                raise _bad(
-                    n,
-                    "namespace",
-                    f"{item.namespace!r} is not --namespace {namespace!r} (a file's "
-                    "namespaces, keys and versions are used only with --trust-file)",
-                )
-        size = len(item.prompt.encode("utf-8"))
-        if size > limit:
-            raise _bad(n, "prompt", f"{size} bytes, over max_prompt_bytes ({limit})")
+        ns = _line_namespace(item, namespace, trust_file=trust_file, given=namespace_given)
         llm = item.llm_string if item.llm_string is not None else llm_string
-        try:
-            cache._prepare(item.prompt, llm, ns, item.context, "")
-        except ConfigurationError as exc:
-            raise _bad(n, "prompt", str(exc)) from exc
+        _check_prompt(cache, item, llm, ns, limit)
         if not is_cacheable(item.response):
             report.not_cacheable.append(n)
             continue

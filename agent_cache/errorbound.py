@@ -132,7 +132,7 @@ class ErrorBound:
         self.window = window
         self.refresh_s = refresh_s
         self.clock = clock
-        self._bins = int(round((1.0 - lowest) / self.BIN)) + 1
+        self._bins = round((1.0 - lowest) / self.BIN) + 1
         self._lock = threading.Lock()
         _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._ns: dict[str, _Evidence] = {}

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -383,10 +384,8 @@ class LocalLlamaServer:
             return None
         returncode = process.poll()
         if returncode is None and grace > 0:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 returncode = process.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
         if returncode is None:
             return None
         self._death = LocalServerDied(

@@ -585,7 +585,7 @@ class StatsRecorder:
                 shadow=group(c, "shadow:"),
                 bypassed=c["bypassed"],
                 control=c["control"],
-            )  # fmt: skip
+            )
             for ns, c in sorted(per.items())
             if ns and c["lookups"]
         }
@@ -619,7 +619,7 @@ class StatsRecorder:
             kv={
                 "prompt_tokens": total["kv_prompt_tokens"],
                 "cached_tokens": total["kv_cached_tokens"],
-            },  # fmt: skip
+            },
             feedback=group(total, "feedback:"),
             evicted=total["evicted"],
             audited=total["audited"],

@@ -56,7 +56,7 @@ class _Keys:
             prompt = build()
             # the checks get_or_compute makes (size, Unicode), so none fails there
             self.cache._prepare(prompt, llm_string, namespace, None, "", verbatim)
-        except Exception as exc:  # noqa: BLE001 - never the call's failure
+        except Exception as exc:
             self._uncached(llm_string, namespace, exc)
             return None
         return prompt

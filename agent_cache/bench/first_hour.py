@@ -27,6 +27,7 @@ thread or allocation of one part is counted in another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -150,10 +151,8 @@ def _tree_size(root: Path) -> int:
     total = 0
     for folder, _dirs, files in os.walk(root):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -253,7 +252,7 @@ def _child_embed(args: dict[str, Any], start: dict[str, float], import_s: float)
     for name, spec in specs.items():
         try:
             embedders[name] = embedder_from(spec, batching=False)
-        except Exception as exc:  # noqa: BLE001 - torch not installed: say so
+        except Exception as exc:
             notes.append(f"{name}: {type(exc).__name__}: {exc}")
     for e in embedders.values():  # load, first passes
         for text in texts[-10:]:

@@ -208,7 +208,7 @@ def default_tokenizer() -> tuple[str, Tokenizer]:
             return list(model.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
         return "SmolLM2-135M-Instruct (GGUF vocab, llama.cpp), ChatML template", smol
-    except Exception as exc:  # noqa: BLE001 - any failure falls back to the MiniLM tokenizer
+    except Exception as exc:
         logging.getLogger(__name__).info("SmolLM2 tokenizer unavailable (%r); using MiniLM", exc)
     from transformers import AutoTokenizer
 

@@ -35,11 +35,11 @@ __all__ = [
     "Session",
     "Turn",
     "agent_sessions",
+    "chat_sessions",
     "fanout_sessions",
     "long_rag_sessions",
-    "measured_chars_per_token",
     "mean_full_prefill_s",
-    "chat_sessions",
+    "measured_chars_per_token",
     "pooled_cache_share",
     "prefill_ms",
     "rag_sessions",
@@ -129,10 +129,10 @@ def chat_sessions(
         msgs: list[Message] = [{"role": "system", "content": system}]
         turns = []
         for k in range(rng.randint(3, 8)):
-            msgs = msgs + [{"role": "user", "content": f"({c}.{k}) " + _words(rng, vocab, 30, 80)}]
+            msgs = [*msgs, {"role": "user", "content": f"({c}.{k}) " + _words(rng, vocab, 30, 80)}]
             answer = _words(rng, vocab, 40, 120)
             turns.append(Turn(list(msgs), answer, rng.expovariate(1 / 4.0)))
-            msgs = msgs + [{"role": "assistant", "content": answer}]
+            msgs = [*msgs, {"role": "assistant", "content": answer}]
         out.append(Session(f"chat-{c}", t, turns))
     return out
 
@@ -164,7 +164,8 @@ def agent_sessions(
             )
             turns.append(Turn(list(msgs), call, rng.expovariate(1 / 0.5)))
             result = f"Result {a}.{k}: " + _words(rng, vocab, 150, 450)
-            msgs = msgs + [
+            msgs = [
+                *msgs,
                 {"role": "assistant", "content": call},
                 {"role": "tool", "content": result},
             ]
@@ -206,7 +207,8 @@ def fanout_sessions(
                 call = '{"tool": "search", "arguments": {"q": "' + _words(rng, vocab, 3, 8) + '"}}'
                 turns.append(Turn(list(msgs), call, rng.expovariate(1 / 0.5)))
                 result = f"Result {g}.{a}.{k}: " + _words(rng, vocab, 60, 160)
-                msgs = msgs + [
+                msgs = [
+                    *msgs,
                     {"role": "assistant", "content": call},
                     {"role": "tool", "content": result},
                 ]
@@ -388,7 +390,7 @@ class _Contender:
 def _outputs(tokens: Tokens, msgs: list[Message], answer: str, prompt: list[int]) -> list[int]:
     """The answer's token ids as the next turn's template renders them (answer, end tag):
     the rendered conversation with the answer, past the prompt."""
-    full = tokens(msgs + [{"role": "assistant", "content": answer}])
+    full = tokens([*msgs, {"role": "assistant", "content": answer}])
     # the ChatML render of a finished conversation ends "<|im_end|>\n" + the next
     # generation prompt; keep the part that extends the prompt token for token
     if full[: len(prompt)] == prompt:

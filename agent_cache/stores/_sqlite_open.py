@@ -22,6 +22,7 @@ thread held at fork time would stay held forever there).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -131,10 +132,8 @@ def _lock(fd: int, deadline: float) -> bool:
 
 def _unlock(fd: int) -> None:
     assert fcntl is not None
-    try:
+    with contextlib.suppress(OSError):  # closing the descriptor releases it anyway
         fcntl.lockf(fd, fcntl.LOCK_UN)
-    except OSError:  # closing the descriptor releases it anyway
-        pass
 
 
 def is_locked_error(exc: BaseException) -> bool:

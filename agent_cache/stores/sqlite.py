@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -609,10 +610,8 @@ class SQLiteStore:
             self._generation += 1
         with _fork.sqlite_gate.inside():
             for conn in conns:
-                try:
+                with contextlib.suppress(sqlite3.Error):  # closing is best effort
                     conn.close()
-                except sqlite3.Error:  # closing is best effort
-                    pass
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -695,9 +694,13 @@ class SQLiteStore:
     def _conn(self) -> sqlite3.Connection:
         local = self._local
         pid = os.getpid()
-        if local.conn is not None and local.generation == self._generation and local.pid == pid:
-            if time.monotonic() - self._checked_at < INODE_CHECK_S or self._same_file():
-                return local.conn
+        if (
+            local.conn is not None
+            and local.generation == self._generation
+            and local.pid == pid
+            and (time.monotonic() - self._checked_at < INODE_CHECK_S or self._same_file())
+        ):
+            return local.conn
         try:
             conn = self._open_conn(local, pid)
         finally:
@@ -906,7 +909,7 @@ class SQLiteStore:
         if self._schema_ready_pid == pid:
             return True
         names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
-        if not _SCHEMA_NAMES <= names:
+        if not names >= _SCHEMA_NAMES:
             return False
         if conn.execute("SELECT 1 FROM vector_state WHERE id = 0").fetchone() is None:
             return False

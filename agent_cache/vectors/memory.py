@@ -182,10 +182,7 @@ class _Partition:
             best = np.partition(lo, lo.size - min(k, lo.size))[lo.size - min(k, lo.size) :]
             floor = np.concatenate([best, ex])
             tau = -np.inf if floor.size < k else float(np.partition(floor, floor.size - k)[-k])
-            if tau == -np.inf:
-                cand = np.flatnonzero(np.isfinite(hi))
-            else:
-                cand = np.flatnonzero(hi >= tau)
+            cand = np.flatnonzero(np.isfinite(hi)) if tau == -np.inf else np.flatnonzero(hi >= tau)
             rows = np.concatenate([cand, exact_rows])
             sims = np.concatenate([self.matrix[cand] @ queries[b], ex]).astype(np.float32)
             order = np.argsort(rows, kind="stable")  # ties keep row order, as the plain path

@@ -357,10 +357,13 @@ class KvEventIndex:
                     self._remove(replica, e, rank)
                 else:
                     learn = self._store(replica, e, rank)
-            if learn is not None and learn != self.block_sizes[replica]:
-                if self._size_source[replica] != "metrics":
-                    self.set_block_size(replica, learn, "events")
-        except Exception as exc:  # noqa: BLE001 - a bad event must not stop the stream
+            if (
+                learn is not None
+                and learn != self.block_sizes[replica]
+                and self._size_source[replica] != "metrics"
+            ):
+                self.set_block_size(replica, learn, "events")
+        except Exception as exc:
             self.malformed[replica] += 1
             level = logging.WARNING if self.malformed[replica] <= _LOGGED else logging.DEBUG
             log.log(level, "malformed KV event from replica %d skipped: %r", replica, exc)
@@ -741,7 +744,7 @@ class KvEventSubscriber:
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
         try:
             fn(*args)
-        except Exception as exc:  # noqa: BLE001 - nothing a publisher sends stops us
+        except Exception as exc:
             self.errors += 1
             self.index.malformed[self.replica] += 1
             level = logging.WARNING if self.errors <= _LOGGED else logging.DEBUG

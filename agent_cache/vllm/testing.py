@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -269,6 +270,19 @@ class FakeVllm:
                 self.sim.events.clear()
         return words, self._usage(prompt, len(words), cached)
 
+    def _tokenize(self, body: dict[str, Any]) -> Reply:
+        """``POST /tokenize``, as vLLM answers it."""
+        if "messages" in body and "prompt" in body:
+            return _error(400, "give either messages or prompt")
+        if "messages" in body and not isinstance(body["messages"], list):
+            return _error(400, "messages must be a list")
+        self.tokenize_calls += 1
+        tokens = self.tokenize_body(body)
+        return _json(
+            200,
+            {"count": len(tokens), "max_model_len": 8192, "tokens": tokens, "token_strs": None},
+        )
+
     # ------------------------------------------------------------------ HTTP
     def respond(
         self,
@@ -316,21 +330,7 @@ class FakeVllm:
             return _json(200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
         if method == "POST" and isinstance(body, dict):
             if path == "/tokenize":
-                if "messages" in body and "prompt" in body:
-                    return _error(400, "give either messages or prompt")
-                if "messages" in body and not isinstance(body["messages"], list):
-                    return _error(400, "messages must be a list")
-                self.tokenize_calls += 1
-                tokens = self.tokenize_body(body)
-                return _json(
-                    200,
-                    {
-                        "count": len(tokens),
-                        "max_model_len": 8192,
-                        "tokens": tokens,
-                        "token_strs": None,
-                    },
-                )
+                return self._tokenize(body)
             if path.endswith(("completions", "/responses")):
                 problem = _validate(body)
                 if problem is not None:
@@ -400,7 +400,7 @@ class FakeVllm:
         if after is None:
             return chunks
         error = _error_body(500, "engine failed during generation", "InternalServerError")
-        return chunks[:after] + [error]
+        return [*chunks[:after], error]
 
     def _responses(self, body: Mapping[str, Any]) -> Reply:
         """``/v1/responses``: ``instructions`` then ``input`` (a text or message items)."""
@@ -646,7 +646,7 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _serve(self) -> None:
@@ -664,10 +664,8 @@ def _handler_for(fake: FakeVllm) -> Callable[..., BaseHTTPRequestHandler]:
                 self.send_header(k, v)
             self.send_header("content-length", str(len(content)))
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(content)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
         do_GET = _serve
         do_POST = _serve

@@ -68,7 +68,7 @@ VALUE_CLASSES: tuple[type[Serializable], ...] = (
 _MARK = "__agent_cache__"  # envelope key for values that are not plain JSON
 
 
-class Uncacheable(SerializationError):  # noqa: N818 - names the verdict, not a failure
+class Uncacheable(SerializationError):
     """A value that cannot be stored faithfully (the encoders' error; never crosses the
     core: the adapters answer ``NOT_STORED`` for it)."""
 

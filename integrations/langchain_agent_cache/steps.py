@@ -160,11 +160,11 @@ class CachedStep(RunnableSerializable[Any, Any]):
     step: Any = Field(exclude=True)  # _Step
 
     @property
-    def InputType(self) -> Any:  # noqa: N802 - LangChain's name
+    def InputType(self) -> Any:
         return self.runnable.InputType
 
     @property
-    def OutputType(self) -> Any:  # noqa: N802 - LangChain's name
+    def OutputType(self) -> Any:
         return self.runnable.OutputType
 
     def _invoke(

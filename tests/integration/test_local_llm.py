@@ -103,9 +103,11 @@ async def test_async_chat(server: LocalLlamaServer) -> None:
 
 def test_unreachable_server_is_a_backend_error_after_retries() -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    with _router(url, connect_timeout=2, backoff_initial=0.0) as router:
-        with pytest.raises(BackendError, match="3 attempt") as info:
-            router.chat(HELLO, max_tokens=4)
+    with (
+        _router(url, connect_timeout=2, backoff_initial=0.0) as router,
+        pytest.raises(BackendError, match="3 attempt") as info,
+    ):
+        router.chat(HELLO, max_tokens=4)
     assert info.value.endpoint == url
 
 
@@ -180,11 +182,10 @@ def test_the_smoke_test_gets_one_token_from_the_real_model(server: LocalLlamaSer
 def test_a_killed_real_server_is_reported_with_its_signal_and_log() -> None:
     """The real llama.cpp server, killed as the OOM killer would: the next request's
     connection error comes with how the server died and its log."""
-    with pytest.raises(LocalServerDied) as info:
-        with LocalLlamaServer(n_ctx=512) as srv:
-            assert srv.process is not None
-            os.kill(srv.process.pid, signal.SIGKILL)
-            srv.smoke_test()
+    with pytest.raises(LocalServerDied) as info, LocalLlamaServer(n_ctx=512) as srv:
+        assert srv.process is not None
+        os.kill(srv.process.pid, signal.SIGKILL)
+        srv.smoke_test()
     message = str(info.value)
     assert info.value.signal_name == "SIGKILL" and info.value.phase == "after it was ready"
     assert "was killed by signal SIGKILL" in message and "out of memory" in message

@@ -132,7 +132,7 @@ class _CountingSession:
 def test_a_mixed_batch_is_padded_per_length_group(onnx_dir: Path) -> None:
     # one long text in a batch of short questions: padding every row to its length
     # would run 8 x 256 positions; grouped by length each row pays about its own
-    texts = ["refund " * 300] + SENTENCES[:5] + ["Is it raining?", "Where is my parcel?"]
+    texts = ["refund " * 300, *SENTENCES[:5], "Is it raining?", "Where is my parcel?"]
     embedder = OnnxEmbedder(cache_dir=onnx_dir)
     alone = np.vstack([embedder.embed([t]) for t in texts])
     assert embedder._session is not None

@@ -12,8 +12,8 @@ pytest.importorskip("sentence_transformers")
 pytest.importorskip("datasets")
 pytest.importorskip("accelerate")
 
-from agent_cache.rerankers import CrossEncoderReranker  # noqa: E402
-from agent_cache.verifier import train_verifier  # noqa: E402
+from agent_cache.rerankers import CrossEncoderReranker
+from agent_cache.verifier import train_verifier
 
 pytestmark = pytest.mark.integration
 

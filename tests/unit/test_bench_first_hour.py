@@ -110,7 +110,7 @@ def _results(*, growth: float = 2.0, end_threads: float = 3.0) -> dict[str, Any]
             "wheel_mb": 0.5,
             "wheel_s": 9.0,
             "rows": install_rows,
-        },  # fmt: skip
+        },
         "caches": {"rows": rows, "hits": 100, "caches": 100, "import_s": 0.4},
         "first": {
             "warm": [_first(0.03, True), _first(0.04, True), _first(0.2, True)],
@@ -130,7 +130,7 @@ def _results(*, growth: float = 2.0, end_threads: float = 3.0) -> dict[str, Any]
             "p50_ms": 7.5,
             "p95_ms": 11.0,
             "hits": 190,
-        },  # fmt: skip
+        },
     }
 
 

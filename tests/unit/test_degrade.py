@@ -93,7 +93,7 @@ def test_the_gate_is_bounded_by_its_wait() -> None:
 def test_negative_cache_answers_a_junk_flood_with_one_call() -> None:
     clock = [0.0]
     cache = LayeredCache(path=None, embedder=HashEmbedder(), negative_ttl=3.0)
-    cache._negative._clock = lambda: clock[0]  # type: ignore[union-attr]  # noqa: SLF001
+    cache._negative._clock = lambda: clock[0]  # type: ignore[union-attr]
     calls = []
 
     def model() -> str:

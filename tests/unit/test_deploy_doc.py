@@ -19,9 +19,13 @@ def _classes(path: Path) -> tuple[ast.Module, dict[str, ast.ClassDef]]:
 
 def _imported_from(tree: ast.Module, name: str) -> Path | None:
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests."):
-            if any((a.asname or a.name) == name for a in node.names):
-                return ROOT / (node.module.replace(".", "/") + ".py")
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("tests.")
+            and any((a.asname or a.name) == name for a in node.names)
+        ):
+            return ROOT / (node.module.replace(".", "/") + ".py")
     return None
 
 

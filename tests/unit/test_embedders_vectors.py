@@ -13,7 +13,7 @@ import threading
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -217,7 +217,7 @@ def test_resolve_model_path_without_the_bundle(monkeypatch: pytest.MonkeyPatch) 
 
 
 class FakeSentenceTransformer:
-    instances: list[FakeSentenceTransformer] = []
+    instances: ClassVar[list[FakeSentenceTransformer]] = []
 
     def __init__(self, path: str, device: str = "cpu") -> None:
         self.path, self.device = path, device
@@ -498,7 +498,7 @@ def test_cross_encoder_loads_lazily_by_name(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 class FakeFlagReranker:
-    instances: list[FakeFlagReranker] = []
+    instances: ClassVar[list[FakeFlagReranker]] = []
 
     def __init__(self, model: str, **kwargs: Any) -> None:
         self.model, self.kwargs = model, kwargs

@@ -42,7 +42,7 @@ def _child(cache: LayeredCache, n: int) -> int:
             return 1
         cache.get_or_compute(f"{prompt} again", lambda: "computed")
         return 0 if cache.stats().errors == 0 else 3
-    except BaseException:  # noqa: BLE001 - reported through the exit status
+    except BaseException:
         import traceback
 
         traceback.print_exc()

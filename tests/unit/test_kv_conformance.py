@@ -139,7 +139,7 @@ def test_vllm_batches_decode_and_index(int_hashes: bool) -> None:
     index = KvEventIndex(1, block_size=b)
     index.apply_batch(0, events, seq=0)
     assert index.malformed == [0] and index.blocks(0) == 3
-    query = tokens + [0]
+    query = [*tokens, 0]
     # the request's keys: LoRA on every block, salt on block 0; the image block is
     # another request's (the router does not know the image's identifier)
     assert index.match(query, salt="salt-1", lora="sql-lora") == [1]

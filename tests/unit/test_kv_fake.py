@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
 
-from agent_cache.testing import FakeClock  # noqa: E402
-from agent_cache.vllm import VllmRouter  # noqa: E402
-from agent_cache.vllm.kv_events import KvEventIndex, decode_event_batch  # noqa: E402
-from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport  # noqa: E402
+from agent_cache.testing import FakeClock
+from agent_cache.vllm import VllmRouter
+from agent_cache.vllm.kv_events import KvEventIndex, decode_event_batch
+from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport
 
 
 def tokenizer(prompt: str | Sequence[Any]) -> list[int]:
@@ -152,7 +152,7 @@ def test_a_16k_token_prompt_goes_through_chat_and_a_second_replica_too() -> None
         )
         wait_for(lambda: index.blocks(other) >= 1000)
         assert all(s._thread is not None and s._thread.is_alive() for s in router._d._subscribers)
-        reply = router.chat(convo + [{"role": "user", "content": "and?"}], max_tokens=1)
+        reply = router.chat([*convo, {"role": "user", "content": "and?"}], max_tokens=1)
         assert reply["usage"]["prompt_tokens_details"]["cached_tokens"] >= 16_000
         assert index.malformed == [0, 0]
     finally:

@@ -45,7 +45,7 @@ def test_a_32k_token_chain_is_stored_twice_and_matched_in_under_5_ms() -> None:
     index.apply(0, event)  # one batch of 2,048 blocks
     index.apply(1, event)  # a second replica announces the same prefix
     assert index.malformed == [0, 0, 0]
-    query = tokens + [7]
+    query = [*tokens, 7]
     best = float("inf")
     for _ in range(5):
         start = time.perf_counter()
@@ -163,7 +163,7 @@ def test_the_router_routes_a_lora_request_to_the_replica_holding_its_blocks() ->
     index.set_block_size(0, 2)
     index.set_block_size(1, 2)
     call = router._channel.route(
-        Call("POST", "chat/completions", body={"model": "sql-lora"}), tokens + [1], None
+        Call("POST", "chat/completions", body={"model": "sql-lora"}), [*tokens, 1], None
     )
     plan = router._d._plan(call)
     assert call.kv is not None and call.kv.blocks == [0, 32]
@@ -188,7 +188,7 @@ def test_the_block_size_comes_from_metrics_and_a_mismatch_is_logged(
     assert any("block size is 64" in r.getMessage() for r in caplog.records)
     tokens = list(range(1, 129))
     index.apply(0, stored([1, 2], None, tokens, block_size=64))
-    assert index.match(tokens + [0]) == [2, 0]
+    assert index.match([*tokens, 0]) == [2, 0]
     router.close()
 
 
@@ -197,7 +197,7 @@ def test_the_block_size_is_learned_from_events_without_metrics() -> None:
     tokens = list(range(1, 129))
     index.apply(0, stored([1, 2], None, tokens, block_size=64))
     assert index.block_sizes == [64]
-    assert index.match(tokens + [0]) == [2]
+    assert index.match([*tokens, 0]) == [2]
 
 
 # ------------------------------------------------------------------ point 6

@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
 
-from agent_cache.testing import FakeClock  # noqa: E402
-from agent_cache.vllm import VllmRouter  # noqa: E402
-from agent_cache.vllm._dispatch import Call  # noqa: E402
-from agent_cache.vllm._tokens import RETRY_AFTER, ServerTokens  # noqa: E402
-from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport  # noqa: E402
+from agent_cache.testing import FakeClock
+from agent_cache.vllm import VllmRouter
+from agent_cache.vllm._dispatch import Call
+from agent_cache.vllm._tokens import RETRY_AFTER, ServerTokens
+from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport
 
 CONTEXT = " ".join(f"doc{i % 211}-{i // 211}" for i in range(1500))
 

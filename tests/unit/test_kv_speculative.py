@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
 
-from agent_cache.errors import ConfigurationError  # noqa: E402
-from agent_cache.testing import FakeClock  # noqa: E402
-from agent_cache.vllm import VllmRouter  # noqa: E402
-from agent_cache.vllm.kv_events import KvEventIndex  # noqa: E402
-from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport  # noqa: E402
+from agent_cache.errors import ConfigurationError
+from agent_cache.testing import FakeClock
+from agent_cache.vllm import VllmRouter
+from agent_cache.vllm.kv_events import KvEventIndex
+from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport
 
 CONTEXT = " ".join(f"fact{i % 311}-{i // 311}" for i in range(3000))
 

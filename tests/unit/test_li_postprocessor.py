@@ -84,7 +84,7 @@ def test_query_engine_prompt_is_identical_for_any_retrieval_order() -> None:
 
 
 def test_a_duplicate_text_is_dropped_whatever_its_position() -> None:
-    shuffled = nodes()[::-1] + [NodeWithScore(node=TextNode(id_="dup", text="text 1"), score=0.1)]
+    shuffled = [*nodes()[::-1], NodeWithScore(node=TextNode(id_="dup", text="text 1"), score=0.1)]
     with_dup_first = [shuffled[-1], *shuffled[:-1]]
     out = ids(StablePrefixPostprocessor().postprocess_nodes(shuffled))
     assert out == ids(StablePrefixPostprocessor().postprocess_nodes(with_dup_first))

@@ -231,19 +231,20 @@ def test_the_smoke_test_reports_a_crash_during_the_completion(fake_server: Path)
 
 
 def test_the_smoke_test_rejects_a_wrong_answer(fake_server: Path) -> None:
-    with fake(fake_server, "wrong") as server:
-        with pytest.raises(BackendError, match="one-token completion wrongly") as info:
-            server.smoke_test()
+    with (
+        fake(fake_server, "wrong") as server,
+        pytest.raises(BackendError, match="one-token completion wrongly") as info,
+    ):
+        server.smoke_test()
     assert not isinstance(info.value, LocalServerDied)
 
 
 def test_leaving_the_block_after_a_death_raises_the_death(fake_server: Path) -> None:
-    with pytest.raises(LocalServerDied) as info:
-        with fake(fake_server, "serve") as server:
-            assert server.process is not None
-            server.process.send_signal(signal.SIGBUS)
-            server.process.wait(10)
-            httpx.get(f"{server.base_url}/models", timeout=5)
+    with pytest.raises(LocalServerDied) as info, fake(fake_server, "serve") as server:
+        assert server.process is not None
+        server.process.send_signal(signal.SIGBUS)
+        server.process.wait(10)
+        httpx.get(f"{server.base_url}/models", timeout=5)
     assert isinstance(info.value.__cause__, httpx.TransportError)
     assert info.value.signal_name == "SIGBUS"
     assert_log_named_and_kept(info.value, "INFO:     Uvicorn running")
@@ -307,8 +308,14 @@ def run_integration_conftest(tmp_path: Path, script: Path, mode: str) -> tuple[i
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "fake_llama_plugin", "-p", "no:cacheprovider"]
-        + [
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "fake_llama_plugin",
+            "-p",
+            "no:cacheprovider",
             "-q",
             "-o",
             "addopts=",

@@ -54,7 +54,7 @@ def test_messages_put_the_stable_parts_in_the_system_message() -> None:
 def test_retrieval_order_does_not_change_the_prompt() -> None:
     p = make()
     a = p.to_messages("Q?", DOCS)
-    b = p.to_messages("Q?", list(reversed(DOCS)) + [DOCS[0]])  # reordered, with a duplicate
+    b = p.to_messages("Q?", [*list(reversed(DOCS)), DOCS[0]])  # reordered, with a duplicate
     assert a == b
     content = a[-1]["content"]
     assert (

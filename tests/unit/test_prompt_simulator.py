@@ -36,15 +36,15 @@ def test_only_full_blocks_are_shared() -> None:
     # 40-token prompt and another sharing its first 39 tokens: blocks 0 and 1 are full and
     # equal; the partial third block never counts.
     a = toks(40)
-    b = a[:39] + [9999]
+    b = [*a[:39], 9999]
     assert simulate_prefix_cache([a, b]).cached_tokens == [0, 32]
 
 
 def test_hashes_are_chained_so_the_walk_stops_at_the_first_miss() -> None:
     a = toks(64)
-    first_differs = [7777] + a[1:]  # blocks 1..3 have equal tokens but another parent
+    first_differs = [7777, *a[1:]]  # blocks 1..3 have equal tokens but another parent
     assert simulate_prefix_cache([a, first_differs]).cached_tokens == [0, 0]
-    second_differs = a[:16] + [7777] + a[17:]  # block 0 hits, block 1 misses, 2..3 not looked at
+    second_differs = [*a[:16], 7777, *a[17:]]  # block 0 hits, block 1 misses, 2..3 not looked at
     assert simulate_prefix_cache([a, second_differs]).cached_tokens == [0, 16]
 
 

@@ -54,7 +54,7 @@ def _python(code: str, *args: str) -> subprocess.Popen[str]:
 def test_a_write_in_one_process_is_read_in_another(tmp_path: Path) -> None:
     path = tmp_path / "shared" / "exact.db"
     child = _python(WRITER, str(path))
-    out, err = child.communicate(timeout=60)
+    _out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
 
     with SQLiteStore(path) as store:

@@ -62,12 +62,14 @@ def test_a_backup_restored_over_the_file_never_serves_a_wrong_hit(tmp_path: Path
 def test_with_on_corrupt_raise_the_mixed_file_is_an_error_naming_it(tmp_path: Path) -> None:
     live, running = _restore_over_a_running_cache(tmp_path)
     served: list[str] = []
-    with LayeredCache(path=live, embedder=HashEmbedder()) as cache:
-        with pytest.raises(BackendError) as info:
-            for i in range(N):
-                hit = cache.lookup(f"orig question {i}")
-                if hit is not None and hit.response != f"orig|{i}":
-                    served.append(hit.response)
+    with (
+        LayeredCache(path=live, embedder=HashEmbedder()) as cache,
+        pytest.raises(BackendError) as info,
+    ):
+        for i in range(N):
+            hit = cache.lookup(f"orig question {i}")
+            if hit is not None and hit.response != f"orig|{i}":
+                served.append(hit.response)
     running.close()
     assert served == []
     assert str(live / "exact.sqlite3") in str(info.value)

@@ -92,7 +92,7 @@ def test_concurrent_observations_keep_the_sums_exact() -> None:
 
 # ------------------------------------------------------------------ the router
 def test_router_learns_the_replicas_ratio_from_usage() -> None:
-    router, fakes = make_router()
+    router, _fakes = make_router()
     assert router.chars_per_token == 4.0
     router.complete(words(0), max_tokens=4)
     assert router.chars_per_token == pytest.approx(RATIO)

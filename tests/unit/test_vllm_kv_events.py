@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
 
-from agent_cache.testing import FakeClock  # noqa: E402
-from agent_cache.vllm import VllmRouter  # noqa: E402
-from agent_cache.vllm.kv_events import KvEventIndex, decode_event_batch  # noqa: E402
-from agent_cache.vllm.prefix_tree import prefix_blocks  # noqa: E402
-from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport  # noqa: E402
+from agent_cache.testing import FakeClock
+from agent_cache.vllm import VllmRouter
+from agent_cache.vllm.kv_events import KvEventIndex, decode_event_batch
+from agent_cache.vllm.prefix_tree import prefix_blocks
+from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport
 
 
 def stored(hashes: list[int], parent: int | None, tokens: list[int], **kw: Any) -> dict[str, Any]:
@@ -152,7 +152,8 @@ def test_router_routes_by_announced_blocks_and_falls_back_when_events_stop() -> 
         router.chat(convo)
         home = next(i for i, f in enumerate(fakes.values()) if f.api_requests())
         wait_for(lambda: index.blocks(home) > 0)
-        follow_up = convo + [
+        follow_up = [
+            *convo,
             {"role": "assistant", "content": f"Hello from {'abc'[home]}."},
             {"role": "user", "content": "and the refund?"},
         ]
@@ -169,7 +170,7 @@ def test_router_routes_by_announced_blocks_and_falls_back_when_events_stop() -> 
 
         # events stop: the replica was sent a request and announced nothing
         pubs[home].paused = True
-        again = follow_up + [{"role": "user", "content": "hello?"}]
+        again = [*follow_up, {"role": "user", "content": "hello?"}]
         router.chat(again)
         clock.advance(11)
         assert index.match(tokenizer(follow_up))[home] is None  # the tree decides there

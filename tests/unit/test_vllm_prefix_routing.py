@@ -23,7 +23,8 @@ URLS = ["http://a:8000/v1", "http://b:8000/v1", "http://c:8000/v1"]
 # ------------------------------------------------------------------ blocks and tree
 def test_a_next_turn_extends_the_previous_turns_blocks() -> None:
     turn1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "q1 " * 50}]
-    turn2 = turn1 + [
+    turn2 = [
+        *turn1,
         {"role": "assistant", "content": "a1 " * 40},
         {"role": "user", "content": "q2 " * 30},
     ]
@@ -77,10 +78,10 @@ def rank(chooser: PrefixChooser, blocks: list[int], session: str | None = None) 
 def test_the_longest_prefix_decides_not_a_fixed_window() -> None:
     chooser = PrefixChooser(3)
     shared = list(range(100, 140))  # the same first 40 blocks (~2,500 characters)
-    chooser.assign(0, shared + [1, 2], session=None)
-    chooser.assign(1, shared + [5, 6, 7, 8, 9, 10], session=None)
-    assert rank(chooser, shared + [5, 6, 7, 8, 9, 10, 11])[0] == 1
-    assert rank(chooser, shared + [1, 2, 3])[0] == 0
+    chooser.assign(0, [*shared, 1, 2], session=None)
+    chooser.assign(1, [*shared, 5, 6, 7, 8, 9, 10], session=None)
+    assert rank(chooser, [*shared, 5, 6, 7, 8, 9, 10, 11])[0] == 1
+    assert rank(chooser, [*shared, 1, 2, 3])[0] == 0
 
 
 def test_queued_prefill_outweighs_a_short_cached_prefix_but_not_a_long_one() -> None:
@@ -94,16 +95,16 @@ def test_queued_prefill_outweighs_a_short_cached_prefix_but_not_a_long_one() -> 
     # short: 60 blocks (960 tokens), 20 cached there: 640 + 800 > 960 on the idle one
     assert rank(chooser, short + list(range(50, 90)))[0] == 1
     # long: 61 blocks (976 tokens), 60 cached there: 16 + 800 < 976
-    assert rank(chooser, long + [1])[0] == 0
+    assert rank(chooser, [*long, 1])[0] == 0
     clock.advance(0.3)  # 300 tokens drained: 640 + 500 > 960 still
     assert rank(chooser, short + list(range(50, 90)))[0] == 1
     clock.advance(0.3)  # 640 + 200 < 960
     assert rank(chooser, short + list(range(50, 90)))[0] == 0
     # the guard: 6 running + 4 waiting = 10 requests: 10 + 1 > ceil(11 x 1.25 / 2) + 2
     chooser.observe(0, LoadMetrics(running=6, waiting=4, kv_usage=0.9), clock())
-    assert rank(chooser, long + [1])[0] == 1
+    assert rank(chooser, [*long, 1])[0] == 1
     clock.advance(31)  # the reading is stale and the queue drained: the prefix decides
-    assert rank(chooser, long + [1])[0] == 0
+    assert rank(chooser, [*long, 1])[0] == 0
 
 
 def test_queued_prefill_is_live_and_leaves_when_requests_finish() -> None:
@@ -111,8 +112,8 @@ def test_queued_prefill_is_live_and_leaves_when_requests_finish() -> None:
     chooser = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock)
     blocks = list(range(30))  # 480 tokens
     for _ in range(3):  # three requests of one prefix at the same instant
-        first = rank(chooser, blocks + [7])[0]
-        chooser.assign(first, blocks + [7], session=None, prompt_tokens=496.0)
+        first = rank(chooser, [*blocks, 7])[0]
+        chooser.assign(first, [*blocks, 7], session=None, prompt_tokens=496.0)
         chooser.started(first)
     # the first queues 496 tokens on one replica; the second would wait for them there
     # (0 uncached + 496 queued) or prefill them on the other (496 + 0): a tie, broken by
@@ -130,8 +131,8 @@ def test_a_hot_prefix_spills_and_the_spill_is_remembered() -> None:
     hot = list(range(50))
     homes = []
     for _ in range(6):  # six requests of one prefix in flight at once
-        first = rank(chooser, hot + [len(homes) + 1000])[0]
-        chooser.assign(first, hot + [len(homes) + 1000], session=None)
+        first = rank(chooser, [*hot, len(homes) + 1000])[0]
+        chooser.assign(first, [*hot, len(homes) + 1000], session=None)
         chooser.started(first)
         homes.append(first)
     assert max(Counter(homes).values()) == 2  # bound: ceil(1.0 * (in flight + 1) / 3)
@@ -187,9 +188,9 @@ def conversation(c: int, turns: int) -> list[list[dict[str, str]]]:
     msgs: list[dict[str, str]] = [{"role": "system", "content": SYSTEM}]
     out = []
     for t in range(turns):
-        msgs = msgs + [{"role": "user", "content": f"chat {c} turn {t}: " + "detail " * 30}]
+        msgs = [*msgs, {"role": "user", "content": f"chat {c} turn {t}: " + "detail " * 30}]
         out.append(list(msgs))
-        msgs = msgs + [{"role": "assistant", "content": f"Hello from {'abc'[c % 3]}."}]
+        msgs = [*msgs, {"role": "assistant", "content": f"Hello from {'abc'[c % 3]}."}]
     return out
 
 

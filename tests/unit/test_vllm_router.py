@@ -365,8 +365,9 @@ def test_warm_prefixes_short_prefix_everywhere_long_prefix_on_its_replica(cluste
     assert cluster.served_by() == Counter({"a": 1, "b": 1, "c": 1})
     body = cluster["a"].api_requests()[0].body
     assert body["max_tokens"] == 1
-    deep = msgs("warm document")[:1] + [
-        {"role": "user", "content": "Documents: warm document " * 40}
+    deep = [
+        *msgs("warm document")[:1],
+        {"role": "user", "content": "Documents: warm document " * 40},
     ]
     assert router.warm_prefixes([deep]) == 1
     first = router.chat(msgs("warm document"))  # the first real request already hits

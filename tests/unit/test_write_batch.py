@@ -196,7 +196,7 @@ def test_pending_matches_filter_scope_expiry_and_dimension() -> None:
         {"linger": True},
         {"max_batch": 0},
         {"max_batch": 9, "max_pending": 4},
-    ],  # fmt: skip
+    ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):

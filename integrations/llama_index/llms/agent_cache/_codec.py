@@ -6,6 +6,7 @@ tool-call blocks included), a completion is its text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -83,10 +84,8 @@ def _plain(value: Any) -> Any:
 def identity(llm: Any) -> dict[str, Any]:
     """The wrapped LLM's identity: class, model name and answer-changing settings."""
     out: dict[str, Any] = {"class": llm.class_name()}
-    try:
+    with contextlib.suppress(Exception):  # a broken metadata property
         out["model_name"] = llm.metadata.model_name
-    except Exception:  # pragma: no cover - a broken metadata property
-        pass
     for name, value in llm:
         if _NOT_IDENTITY.search(name):
             continue
