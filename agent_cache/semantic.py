@@ -287,10 +287,14 @@ class SynonymProbe:
 
 
 def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
-    """The verdicts refused for one unexplained substitution of at most two words at a
-    cosine from :data:`SYNONYM_FLOOR`, each with the texts the model check embeds."""
+    """The best verdict refused for one unexplained substitution of at most two words at
+    a cosine from :data:`SYNONYM_FLOOR`, with the texts the model check embeds; none when
+    a candidate is servable already. One probe at most: one new text to embed (the query
+    itself is in the embedder's memo), so the check costs one short embedding."""
+    if any(v.outcome in ("serve", "verify") for v in verdicts):
+        return []
     out: list[SynonymProbe] = []
-    for i, v in enumerate(verdicts):
+    for i, v in sorted(enumerate(verdicts), key=lambda iv: -iv[1].score):
         a = v.analysis
         if v.outcome != "refused" or v.reason != "substitution" or a is None:
             continue
@@ -302,7 +306,7 @@ def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
         pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in span) + r"(?!\w)"
         masked, n = re.subn(pattern, _MASK, a.query, count=1, flags=re.IGNORECASE)
         if n:
-            out.append(SynonymProbe(i, a.query, masked))
+            return [SynonymProbe(i, a.query, masked)]
     return out
 
 
