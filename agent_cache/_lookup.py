@@ -278,6 +278,11 @@ class Reader:
                 span = semantic.Candidate(cand.id, cand.key, f.candidate, cos)
                 for v in semantic.screen(f.query, [span], policy, verifier=verify):
                     out.append(semantic.Verdict(cand, v.outcome, v.reason, v.score, v.analysis))
+        probes = semantic.synonym_probes(out)  # a swapped word the model may explain
+        if probes:
+            texts = [t for p in probes for t in (p.text, p.masked)]
+            rows = yield Op(self._b.embedder, "embed", (texts,))
+            out = semantic.model_checked(out, probes, rows, verifier=verify)
         if self._judge is not None:
             out = yield from self._judged_flow(query, out, policy)
         return out

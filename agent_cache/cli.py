@@ -94,6 +94,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             train_verifier=args.train_verifier,
             peer=not args.no_peer,
             traps=traps,
+            judge_url=args.judge_url,
+            judge_model=args.judge_model,
+            smollm2=not args.no_smollm2,
         )
         return 0
     if args.suite == "latency":
@@ -645,6 +648,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--pairs", type=int, default=4000, help="semantic: test pairs sampled (unseen half)"
     )
     bench.add_argument("--verifier", default=None, help="semantic: a trained verifier DIR")
+    bench.add_argument(
+        "--judge-url",
+        default=None,
+        help="semantic: an OpenAI-compatible server (your model) to measure as request judge",
+    )
+    bench.add_argument("--judge-model", default=None, help="semantic: the model id at --judge-url")
+    bench.add_argument(
+        "--no-smollm2",
+        action="store_true",
+        help="semantic: skip the request judge on the local SmolLM2-135M server",
+    )
     bench.add_argument(
         "--train-verifier",
         action="store_true",

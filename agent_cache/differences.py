@@ -486,8 +486,9 @@ def _classify(tok: _Tok, sentence_start: bool) -> None:
         elif low in lx.ORDINALS and low not in ("first", "last", "second"):
             tok.number = "#" + str(lx.ORDINALS[low])
     acronym_like = sum(c.isupper() for c in tok.text) >= 2
-    tok.acronym = (acronym_like and tok.text.isupper()) or (
-        len(tok.text) == 1 and tok.text.isupper() and not sentence_start and low != "i"
+    tok.acronym = low not in _NOT_ENTITY and (
+        (acronym_like and tok.text.isupper())
+        or (len(tok.text) == 1 and tok.text.isupper() and not sentence_start and low != "i")
     )
     if tok.acronym:
         tok.entity = True
@@ -786,11 +787,103 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
         return bool(x.lemmas & y.lemmas)
     if how == "synonym":
         return bool(x.groups & y.groups)
+    if how == "abbreviation":
+        return _abbreviates(x.low, y.low) or _abbreviates(y.low, x.low)
     if x.kind != "word" or y.kind != "word":
         return False
+    if how == "spelling":
+        return _spelling_variants(x.low, y.low)
     if how == "derived":
         return _derived(x.low, y.low) and not _opposite(x, y)
     return _typo(x.low, y.low) and not _opposite(x, y)
+
+
+# British and American spellings of one word: each rule rewrites a British ending (or
+# inner letters) to the American one; two words that agree after it are one word.
+_SPELLING_RULES = (
+    (re.compile(r"(?<=[a-z]{3})our(?=s?$|ed$|ing$|ite|able|ful|less)"), "or"),  # colour
+    (re.compile(r"(?<=[a-z]{2}[bcdfghklmnprstvz])re(?=s?$|d$)"), "er"),  # centre, fibre
+    (re.compile(r"(?<=[a-z]{2})is(?=e$|es$|ed$|ing$|ation)"), "iz"),  # organise
+    (re.compile(r"(?<=[a-z]{2})ys(?=e$|es$|ed$|ing$)"), "yz"),  # analyse
+    (re.compile(r"(?<=[a-z]{3})ence(?=s?$)"), "ense"),  # licence, defence
+    (re.compile(r"(?<=[a-z]{3})ogue(?=s?$)"), "og"),  # catalogue
+    (re.compile(r"(?<=[aeiou])ll(?=ed$|ing$|er$|ers$|or$|ors$)"), "l"),  # travelling
+    (re.compile(r"(?<=[a-z])(?:ae|oe)(?=[a-z]{2})"), "e"),  # anaemia, oestrogen
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def _american(word: str) -> str:
+    for rule, repl in _SPELLING_RULES:
+        word = rule.sub(repl, word)
+    return word
+
+
+@functools.lru_cache(maxsize=65536)
+def _spelling_variants(a: str, b: str) -> bool:
+    """``colour``/``color``, ``licence``/``license``, ``travelling``/``traveling``: the
+    same word in British and American spelling (a rule over endings, not a list), one
+    of them known to the dictionary."""
+    if a == b or min(len(a), len(b)) < 5 or not (a.isalpha() and b.isalpha()):
+        return False
+    if _american(a) != _american(b):
+        return False
+    return _Dictionary.frequency(a) > 0 or _Dictionary.frequency(b) > 0
+
+
+_NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
+_VOWELS = frozenset("aeiou")
+
+
+@functools.lru_cache(maxsize=65536)
+def _abbreviates(short: str, long_: str) -> bool:
+    """``short`` is an abbreviation of the word ``long_``, by its form alone:
+
+    - a numeronym: first letter, the count of letters left out, last letter (``k8s`` =
+      kubernetes, ``i18n``, ``a11y``);
+    - a clipping: a prefix of three letters or more (``prod``/production, ``env``,
+      ``config``, ``docs``/documentation: plurals compared on their stems);
+    - a contraction: the first letter, then consonants only, in order (``pkg``/package,
+      ``msg``/message, ``acct``/account);
+    - the initials of a compound of two dictionary words (``db``/database: data+base).
+
+    The long form must be a dictionary word clearly longer than the short one, and a
+    clipping no more frequent as a word of its own than its expansion (``cat`` is not
+    short for category, nor ``man`` for manager).
+    """
+    if not long_.isalpha() or len(long_) < len(short) + 2 or len(short) < 2:
+        return False
+    numeronym = _NUMERONYM.match(short)
+    if numeronym:
+        first, count, last = numeronym.groups()
+        return long_[0] == first and long_[-1] == last and len(long_) == int(count) + 2
+    if not short.isalpha() or short[0] != long_[0] or _Dictionary.frequency(long_) == 0:
+        return False
+    s, ll = short, long_
+    if s.endswith("s") and len(s) > 3:  # docs / documentation, stats / statistics
+        s, ll = s[:-1], (ll[:-1] if ll.endswith("s") else ll)
+    if (
+        len(s) >= 3
+        and len(ll) >= len(s) + 3
+        and ll.startswith(s)
+        and ll[len(s) :] not in _PARTICLES
+        and _Dictionary.frequency(short) <= _Dictionary.frequency(long_)  # not cat/category
+    ):
+        return True
+    if len(short) >= 3 and not (_VOWELS & set(short[1:])):
+        it = iter(long_[1:])
+        if all(ch in it for ch in short[1:]) and short[-1] not in _VOWELS:
+            return True
+    if len(short) == 2:  # initials of a closed compound: database, keyboard, password
+        for cut in range(3, len(long_) - 2):
+            head, tail = long_[:cut], long_[cut:]
+            if (
+                tail[0] == short[1]
+                and _Dictionary.frequency(head) >= _COMMON
+                and _Dictionary.frequency(tail) >= _COMMON
+            ):
+                return True
+    return False
 
 
 def _initials(tok: _Tok) -> str:
@@ -905,14 +998,17 @@ def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Differenc
     taken: set[int] = set()
     qs = [x for x in q if not x.used and x.kind != "sym"]
     cs = [y for y in c if not y.used and y.kind != "sym"]
-    for how in ("exact", "same", "synonym", "derived", "typo"):
+    for how in ("exact", "same", "synonym", "spelling", "abbreviation", "derived", "typo"):
         for x in qs:
             if x.pos in pairs:
                 continue
             for y in cs:
                 if y.pos in taken:
                     continue
-                if how != "typo":
+                if how == "abbreviation":
+                    if not (x.content and y.content):
+                        continue
+                elif how != "typo":
                     if x.content != y.content or (how == "derived" and not x.content):
                         continue
                 elif not (x.content or y.content) or abs(len(x.low) - len(y.low)) > 2:
@@ -921,7 +1017,8 @@ def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Differenc
                     pairs[x.pos] = y.pos
                     taken.add(y.pos)
                     if how not in ("same", "exact"):
-                        notes.append(Difference(how, x.text, y.text, False))
+                        kind = {"spelling": "typo", "abbreviation": "acronym"}.get(how, how)
+                        notes.append(Difference(kind, x.text, y.text, False))
                     break
         if len(pairs) == len(qs) or len(taken) == len(cs):
             break

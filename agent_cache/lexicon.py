@@ -61,6 +61,7 @@ FILLER = frozenset(
 way ways best good easy easiest simple simplest possible proper properly correct correctly
 really actually exactly basically generally please kindly tell explain know help need want
 able step steps procedure process method methods guide tip tips idea ideas option options
+ok okay alright um uh erm hmm well anyway honestly sorry quick wondering
 """.split()
 )
 

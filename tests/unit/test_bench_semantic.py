@@ -61,6 +61,8 @@ def test_semantic_bench_writes_its_section_and_plot(tmp_path: Path) -> None:
         traps=traps,
         embedder=HashEmbedder(),
         log=lambda _m: None,
+        smollm2=False,
+        judges={"always yes": lambda _prompt: "yes"},
     )
     text = out.read_text(encoding="utf-8")
     assert text.count(SECTION_START) == 1 and text.count(SECTION_END) == 1
@@ -71,3 +73,10 @@ def test_semantic_bench_writes_its_section_and_plot(tmp_path: Path) -> None:
     png = (tmp_path / "docs" / "img" / "semantic.png").read_bytes()
     assert png.startswith(b"\x89PNG")
     assert result["error_bound"]["windows"] and result["latency"]["default"]["p50"] > 0
+    kinds = result["kinds"]["contenders"]
+    assert set(kinds) == {"judge off (default)", "judge: always yes"}
+    off = kinds["judge off (default)"]["by_kind"]
+    assert off["refuse:order"][1] >= 1 and off["refuse:suite:grammar"][1] > 0
+    judged = kinds["judge: always yes"]["judge"]
+    assert judged["seen"] > 0 and judged["asked"] <= 0.2 * judged["seen"] + 1
+    assert "### By kind, and the request judge" in text and "| judge: always yes |" in text

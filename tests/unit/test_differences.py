@@ -136,3 +136,51 @@ def test_analysis_is_fast_enough_for_the_lookup_path() -> None:
         analyze(q, c)
     per_pair = (time.perf_counter() - started) / len(pairs)
     assert per_pair < 0.005  # 5 candidates stay well under the embedding's ~10 ms
+
+
+# ---- issue 18: paraphrase recall by mechanism (abbreviations, spellings, fillers)
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("How do I deploy to k8s?", "How do I deploy to Kubernetes?"),  # numeronym
+        ("How do I back up the DB?", "How do I back up the database?"),  # compound initials
+        (
+            "How do I set an env var in Linux?",
+            "How do I set an environment variable in Linux?",
+        ),  # clippings
+        ("How do I clone a repo?", "How do I clone a repository?"),
+        ("How do I install a pkg on Ubuntu?", "How do I install a package on Ubuntu?"),
+        ("How do I renew my driving licence?", "How do I renew my driving license?"),
+        ("Where is the nearest theatre?", "Where is the nearest theater?"),  # spelling rule
+        ("OK so how do I reset my password?", "How do I reset my password?"),  # filler
+        ("HOW DO I RESET MY PASSWORD", "How do I reset my password?"),  # all capitals
+        ("Am I allowed to park here overnight?", "Am I allowed to park here at night?"),
+    ],
+)
+def test_abbreviations_spellings_and_fillers_are_not_refused(query: str, stored: str) -> None:
+    analysis = analyze(query, stored)
+    assert not analysis.refuses, str(analysis)
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("How do I feed my cat?", "How do I feed my category?"),  # a clipping more common
+        ("Ask the man at the desk", "Ask the manager at the desk"),  # than its expansion
+        ("How do I configure the DB?", "How do I configure the DNS?"),
+        ("How do I restart the VM?", "How do I restart the VPN?"),
+        ("Where is the config for prod?", "Where is the config for probation?"),
+        ("How many hours is four?", "How many hours is for?"),
+    ],
+)
+def test_look_alike_abbreviations_still_refuse(query: str, stored: str) -> None:
+    analysis = analyze(query, stored)
+    assert analysis.refuses, str(analysis)
+
+
+def test_abbreviation_and_spelling_matches_are_named_in_the_analysis() -> None:
+    k8s = analyze("How do I deploy to k8s?", "Deploy to Kubernetes?")
+    kinds = {d.kind for d in k8s.differences}
+    assert "acronym" in kinds
+    colour = analyze("What colour is it?", "What color is it?")
+    assert colour.equivalent and {d.kind for d in colour.differences} == {"typo"}
