@@ -509,7 +509,7 @@ def _load_stats(path: str) -> Any:
     try:
         stats = CacheStats.load(path)
         for e in stats.events:
-            float(e.t), float(e.ms)  # noqa: B018 - a number, or the snapshot is broken
+            float(e.t), float(e.ms)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ConfigurationError(f"{path}: a malformed stats snapshot ({exc})") from exc
     return stats

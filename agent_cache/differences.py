@@ -574,10 +574,14 @@ def _read_temporal(toks: list[_Tok]) -> None:
                 tok.temporal = lx.MONTHS[low]
         elif low == "fall" and prev in ("this", "next", "last", "the", "in"):
             tok.temporal = "autumn"
-        elif tok.number is not None and tok.unit is None and tok.kind == "num":
-            if re.fullmatch(r"(19|20)\d\d", tok.number):
-                tok.temporal = "year:" + tok.number
-                tok.number = None
+        elif (
+            tok.number is not None
+            and tok.unit is None
+            and tok.kind == "num"
+            and re.fullmatch(r"(19|20)\d\d", tok.number)
+        ):
+            tok.temporal = "year:" + tok.number
+            tok.number = None
 
 
 def _singular(word: str) -> str:
@@ -1217,33 +1221,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     left_q = [t for t in q if t.pos not in pairs and not t.used and t.kind != "sym"]
     left_c = [t for t in c if t.pos not in matched_c and not t.used and t.kind != "sym"]
 
-    # opposites among every unmatched word (function words too: in/out, on/off)
-    for x in left_q:
-        for y in left_c:
-            if _opposite(x, y):
-                diffs.append(Difference("opposites", x.text, y.text, True))
-
-    for side, name in ((left_q, "query"), (left_c, "candidate")):
-        for t in side:
-            if t.entity and not t.used:
-                diffs.append(
-                    Difference(
-                        "entities",
-                        t.text if name == "query" else "",
-                        t.text if name == "candidate" else "",
-                        True,
-                    )
-                )
-
-    aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
-    role_q = [t for t in left_q if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
-    role_c = [t for t in left_c if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
-    audience = aud_q + aud_c
-    if role_q and role_c:  # admin vs guest, children vs adults: a swapped role
-        audience = role_q + role_c
-    for t in {id(t): t for t in audience}.values():
-        q_side = t.text if t in left_q else ""
-        diffs.append(Difference("audience", q_side, "" if q_side else t.text, True))
+    diffs += _unmatched_differences(q, c, left_q, left_c)
 
     dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
     dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
@@ -1281,6 +1259,42 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
 
 
+def _unmatched_differences(
+    q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]
+) -> list[Difference]:
+    """What the words left unaligned on either side say: opposites, entities, a changed
+    audience or role."""
+    out: list[Difference] = []
+    # opposites among every unmatched word (function words too: in/out, on/off)
+    for x in left_q:
+        for y in left_c:
+            if _opposite(x, y):
+                out.append(Difference("opposites", x.text, y.text, True))
+
+    for side, name in ((left_q, "query"), (left_c, "candidate")):
+        for t in side:
+            if t.entity and not t.used:
+                out.append(
+                    Difference(
+                        "entities",
+                        t.text if name == "query" else "",
+                        t.text if name == "candidate" else "",
+                        True,
+                    )
+                )
+
+    aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
+    role_q = [t for t in left_q if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
+    role_c = [t for t in left_c if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
+    audience = aud_q + aud_c
+    if role_q and role_c:  # admin vs guest, children vs adults: a swapped role
+        audience = role_q + role_c
+    for t in {id(t): t for t in audience}.values():
+        q_side = t.text if t in left_q else ""
+        out.append(Difference("audience", q_side, "" if q_side else t.text, True))
+    return out
+
+
 def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
     """Unmatched audience/role words that qualify the question ("for kids", "as a guest")."""
     skip = frozenset(
@@ -1309,15 +1323,17 @@ def _audience(left: list[_Tok], toks: list[_Tok]) -> list[_Tok]:
         i = t.pos - 1
         while i >= 0 and toks[i].low in skip:
             i -= 1
-        if i >= 0 and (toks[i].low in _AS_FOR or toks[i].low in ("class", "plan")):
-            out.append(t)
-        elif t.pos + 1 < len(toks) and toks[t.pos + 1].low in (
-            "class",
-            "plan",
-            "account",
-            "user",
-            "users",
-            "mode",
+        if (i >= 0 and (toks[i].low in _AS_FOR or toks[i].low in ("class", "plan"))) or (
+            t.pos + 1 < len(toks)
+            and toks[t.pos + 1].low
+            in (
+                "class",
+                "plan",
+                "account",
+                "user",
+                "users",
+                "mode",
+            )
         ):
             out.append(t)
         else:

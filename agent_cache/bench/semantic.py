@@ -884,7 +884,7 @@ def run_semantic_bench(
         from importlib.metadata import version
 
         results["peer_version"] = version("gptcache")
-    except Exception:  # noqa: BLE001 - the peer is optional
+    except Exception:
         results["peer_version"] = "not installed"
     if peer:
         from agent_cache.calibrate import Clusters
