@@ -801,12 +801,7 @@ class SQLiteStore:
             conn = self._open_read_only()
         else:
             self._drop_orphans()
-            conn = sqlite3.connect(
-                self._path,
-                timeout=_BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
-                check_same_thread=False,  # so that close() may close it from any thread
-            )
+            conn = self._connect()
             try:
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -820,6 +815,35 @@ class SQLiteStore:
             self._conns.append(conn)
             local.conn, local.generation, local.pid = conn, self._generation, pid
         return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection bound to the file the path names now.
+
+        SQLite finds a database's ``-wal`` and ``-shm`` by the path's name, not by the
+        open file: a connection opened on a file that another process then moves aside
+        (``on_corrupt="rebuild"``) would read, write and checkpoint the new file's WAL
+        into the old one (entries lost, "disk I/O error" elsewhere). With ``rebuild``, the
+        connection is therefore opened and first read under the first-open lock, which a
+        move aside holds: it is bound to the file that was at the path then."""
+
+        def connect() -> sqlite3.Connection:
+            return sqlite3.connect(
+                self._path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+                check_same_thread=False,  # so that close() may close it from any thread
+            )
+
+        if self.on_corrupt != "rebuild":
+            return connect()
+        with _open_guard.first_open_lock(self._path):
+            conn = connect()
+            try:
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except BaseException:
+                conn.close()
+                raise
+            return conn
 
     def _drop_orphans(self) -> None:
         """A ``-wal`` / ``-shm`` beside no database file belong to one that was deleted
