@@ -121,6 +121,10 @@ class _Recording:
         return "wait"
 
 
+#: How many flight keys :class:`Streams` remembers a count of ended recordings for.
+_ENDED_KEPT = 4096
+
+
 class Streams:
     """The stream path of one cache: the recordings in flight, keyed like fetch's."""
 
@@ -130,6 +134,9 @@ class Streams:
         self._lock = threading.Lock()
         _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
         self._flights: dict[str, _Recording] = {}
+        # per flight key, how many of its recordings have ended done (stored): a reader
+        # whose lookup ran while one ended reads again instead of starting a stream
+        self._ended: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -142,16 +149,36 @@ class Streams:
 
     # ------------------------------------------------------------------ entry points
     def fetch(self, plan: Plan, start: Callable[[], Any], join: Join) -> Streamed[Any]:
-        hit = run_sync(self._reader.read_flow(plan.req, plan.policy, plan.llm_string))
-        return self._open(plan, start, join, hit, "sync")  # type: ignore[return-value]
+        while True:
+            mark = self._ended_count(plan.flight_key)
+            hit = run_sync(self._reader.read_flow(plan.req, plan.policy, plan.llm_string))
+            got = self._open(plan, start, join, hit, "sync", mark)
+            if got is not None:
+                return got  # type: ignore[return-value]
 
     async def afetch(self, plan: Plan, start: Callable[[], Any], join: Join) -> AStreamed[Any]:
-        hit = await run_async(self._reader.read_flow(plan.req, plan.policy, plan.llm_string))
-        return self._open(plan, start, join, hit, "async")  # type: ignore[return-value]
+        while True:
+            mark = self._ended_count(plan.flight_key)
+            hit = await run_async(self._reader.read_flow(plan.req, plan.policy, plan.llm_string))
+            got = self._open(plan, start, join, hit, "async", mark)
+            if got is not None:
+                return got  # type: ignore[return-value]
+
+    def _ended_count(self, key: str) -> int:
+        with self._lock:
+            return self._ended.get(key, 0)
 
     def _open(
-        self, plan: Plan, start: Callable[[], Any], join: Join, hit: CacheHit | None, kind: str
-    ) -> Streamed[Any] | AStreamed[Any]:
+        self,
+        plan: Plan,
+        start: Callable[[], Any],
+        join: Join,
+        hit: CacheHit | None,
+        kind: str,
+        mark: int,
+    ) -> Streamed[Any] | AStreamed[Any] | None:
+        """The reader's stream; None when a recording of the key ended (stored) after
+        ``mark`` was taken and none is open: the lookup is to be run again."""
         make = Streamed if kind == "sync" else AStreamed
         own = (plan, start, join)
         if hit is not None:
@@ -163,14 +190,22 @@ class Streams:
         )
         if found:
             return make(self, None, own, value=negative, served=True)
-        return make(self, self._recording(plan, start, join, kind), own)
+        rec = self._recording(plan, start, join, kind, mark)
+        return None if rec is None else make(self, rec, own)
 
-    def _recording(self, plan: Plan, start: Callable[[], Any], join: Join, kind: str) -> _Recording:
+    def _recording(
+        self, plan: Plan, start: Callable[[], Any], join: Join, kind: str, mark: int | None
+    ) -> _Recording | None:
+        """The open recording of the key, joined, or a new one. None (``mark`` given): one
+        ended since ``mark`` was taken and none is open, so the lookup is to be rerun."""
         if plan.policy == "bypass":  # neither read nor write: a recording of its own
             return _Recording(dataclasses.replace(plan, policy="no_store"), start, join, kind=kind)
         with self._lock:
             rec = self._flights.get(plan.flight_key)
             if rec is None or rec.state != "open":
+                ended = self._ended.get(plan.flight_key, 0)
+                if mark is not None and plan.policy != "refresh" and ended != mark:
+                    return None  # one ended (and stored) since this reader's lookup
                 rec = self._flights[plan.flight_key] = _Recording(plan, start, join, kind=kind)
             return rec
 
@@ -197,6 +232,12 @@ class Streams:
 
     def _end(self, rec: _Recording, state: str, error: BaseException | None = None) -> None:
         self._unregister(rec)
+        if state == "done":
+            key = rec.plan.flight_key
+            with self._lock:
+                self._ended[key] = self._ended.pop(key, 0) + 1  # newest last
+                if len(self._ended) > _ENDED_KEPT:
+                    del self._ended[next(iter(self._ended))]  # a reset count: one re-read
         with rec.cond:
             rec.state, rec.error, rec.pulling = state, error, False
             rec.changed()
@@ -379,8 +420,9 @@ class _Cursor:
         rec = (
             streams._solo(*self.own, kind)
             if step == "wait"
-            else streams._recording(*self.own, kind)
+            else streams._recording(*self.own, kind, None)
         )
+        assert rec is not None  # without a mark there is always one
         self.rec = rec
         driver = rec.can_drive(kind)
         with rec.cond:

@@ -349,3 +349,34 @@ def test_a_failing_record_step_still_serves_the_stream() -> None:
 
     assert list(cache.fetch_stream(Q, model.stream, join=join, tokens=tokens)) == WORDS
     assert cache.stats().errors >= 1 and cache._streams.in_flight() == 0
+
+
+def test_a_reader_that_missed_while_a_stream_ended_is_served_its_answer() -> None:
+    """A reader whose lookup missed just before the only recording of its key ended (and
+    stored) must not start a second model stream: the answer is in the cache now."""
+    cache, model = _cache(), Model()
+    streams = cache._streams
+    read_flow = streams._reader.read_flow
+    missed, ended = threading.Event(), threading.Event()
+
+    def slow_read(*args: object):  # type: ignore[no-untyped-def]
+        got = yield from read_flow(*args)  # type: ignore[arg-type]
+        if threading.current_thread().name == "late":
+            missed.set()
+            assert ended.wait(5)  # the other reader's stream ends (and stores) meanwhile
+        return got
+
+    streams._reader.read_flow = slow_read  # type: ignore[method-assign]
+    first = cache.fetch_stream(Q, model.stream, join=join)  # a miss: the recording opens
+    late: list[object] = []
+    t = threading.Thread(
+        target=lambda: late.append(cache.fetch_stream(Q, model.stream, join=join)), name="late"
+    )
+    t.start()
+    assert missed.wait(5)
+    assert list(first) == WORDS  # ends and stores
+    ended.set()
+    t.join(10)
+    (got,) = late
+    assert list(got) == [] and got.value == join(WORDS)  # type: ignore[attr-defined]
+    assert model.calls == 1
