@@ -33,7 +33,7 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -488,6 +488,24 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def _kind_table(
+    contenders: Mapping[str, Any], suites: Sequence[str], kinds: Sequence[str], verdict: str
+) -> list[str]:
+    """One row per contender: its ``verdict`` rate per suite, then per kind."""
+    lines = [
+        "| contender | "
+        + " | ".join(f"{s} suite" for s in suites)
+        + " | "
+        + " | ".join(x.split(":", 1)[1] for x in kinds)
+        + " |",
+        "|---|" + "---:|" * (len(suites) + len(kinds)),
+    ]
+    for name, c in contenders.items():
+        cells = _cells(c["by_kind"], [f"{verdict}:suite:{s}" for s in suites] + list(kinds))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _cells(by_kind: dict[str, list[int]], keys: Sequence[str]) -> list[str]:
     return [f"{by_kind[k][0]}/{by_kind[k][1]}" if k in by_kind else "" for k in keys]
 
@@ -510,30 +528,10 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
         "in other words, plus near-miss traps; written before the mechanisms were "
         "measured on it). Traps served (lower is better):",
         "",
-        "| contender | "
-        + " | ".join(f"{s} suite" for s in suites)
-        + " | "
-        + " | ".join(x.split(":", 1)[1] for x in trap_kinds)
-        + " |",
-        "|---|" + "---:|" * (len(suites) + len(trap_kinds)),
     ]
-    for name, c in contenders.items():
-        cells = _cells(c["by_kind"], [f"refuse:suite:{s}" for s in suites] + trap_kinds)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Paraphrases hit (higher is better):",
-        "",
-        "| contender | "
-        + " | ".join(f"{s} suite" for s in suites)
-        + " | "
-        + " | ".join(x.split(":", 1)[1] for x in para_kinds)
-        + " |",
-        "|---|" + "---:|" * (len(suites) + len(para_kinds)),
-    ]
-    for name, c in contenders.items():
-        cells = _cells(c["by_kind"], [f"serve:suite:{s}" for s in suites] + para_kinds)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += _kind_table(contenders, suites, trap_kinds, "refuse")
+    lines += ["", "Paraphrases hit (higher is better):", ""]
+    lines += _kind_table(contenders, suites, para_kinds, "serve")
     lines += [
         "",
         "The judge (`LayeredCache(request_judge=model)`) is asked only when the best "
