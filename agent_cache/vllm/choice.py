@@ -28,6 +28,12 @@ it, or the first request of a session, is *new*: it goes where the least prefill
 queued, ties to the replica holding the fewest blocks (as SGLang's cache-aware router
 balances), so new work spreads over the replicas' caches.
 
+Among the replicas allowed, those whose cost is within ``near_tie`` (5 %) of the best
+are a tie: the request goes to the one holding most of its prompt. The wait is the
+same either way, but staying computes fewer tokens (prefill others then do not queue
+behind) and keeps one copy of the prefix instead of two; a burst of requests sharing a
+new context otherwise splits on the last few tokens of each estimate.
+
 A session (a conversation, an agent run) keeps the replica it was last sent to while
 that replica passes the guard, so each turn finds the previous turn's blocks even
 before the tree has seen them (a first turn, a tree that expired them).
@@ -85,6 +91,8 @@ class PrefixChooser:
         load_slack: Requests a replica may carry above ``load_factor`` x the fair share
             (light load needs no balancing).
         match_threshold: Below this cached share a request is new (see above).
+        near_tie: Costs within this fraction of the best are a tie, resolved towards
+            the replica holding most of the prompt (0: the lowest cost always wins).
         max_sessions: Sessions remembered (least recently used forgotten first).
         metrics_ttl: Seconds a ``/metrics`` reading counts.
         clock: Monotonic clock.
@@ -100,6 +108,7 @@ class PrefixChooser:
         load_factor: float = 1.25,
         load_slack: float = 2.0,
         match_threshold: float = 0.2,
+        near_tie: float = 0.05,
         max_sessions: int = 100_000,
         metrics_ttl: float = 30.0,
         clock: Callable[[], float] | None = None,
@@ -112,6 +121,8 @@ class PrefixChooser:
             raise ConfigurationError(
                 "load_slack and max_sessions must be >= 0, match_threshold in [0, 1]"
             )
+        if not 0.0 <= near_tie < 1.0:
+            raise ConfigurationError(f"near_tie must be in [0, 1), got {near_tie!r}")
         self.n = n
         self.tree = PrefixTree(n, capacity_blocks=capacity_blocks)
         self.load_weight = load_weight
@@ -119,6 +130,7 @@ class PrefixChooser:
         self.load_factor = load_factor
         self.load_slack = load_slack
         self.match_threshold = match_threshold
+        self.near_tie = near_tie
         self.loads = [ReplicaLoad() for _ in range(n)]
         self.metrics_ttl = metrics_ttl
         self._clock = clock
@@ -222,10 +234,19 @@ class PrefixChooser:
             uncached = max(0.0, prompt_tokens - cached[i])
             return uncached + self.load_weight * queued[i]
 
+        costs = {i: cost(i) for i in up}
         ranked = sorted(
             up,
-            key=lambda i: (i not in allowed, cost(i), loads[i], self.tree.size(i), tiebreak[i]),
+            key=lambda i: (i not in allowed, costs[i], loads[i], self.tree.size(i), tiebreak[i]),
         )
+        if not new and self.near_tie > 0 and ranked[0] in allowed:
+            bound = costs[ranked[0]] * (1.0 + self.near_tie)
+            best = max(  # ties keep the sort's order among equal holdings
+                (i for i in ranked if i in allowed and costs[i] <= bound),
+                key=lambda i: cached[i],
+            )
+            if cached[best] > cached[ranked[0]]:
+                ranked = [best] + [i for i in ranked if i != best]
         if session is not None:
             home = self._sessions.get(session)
             if home is not None and home in allowed:

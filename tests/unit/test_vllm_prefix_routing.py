@@ -107,23 +107,54 @@ def test_queued_prefill_outweighs_a_short_cached_prefix_but_not_a_long_one() -> 
     assert rank(chooser, [*long, 1])[0] == 0
 
 
-def test_queued_prefill_is_live_and_leaves_when_requests_finish() -> None:
+@pytest.mark.parametrize("near_tie", [0.0, 0.05])
+def test_queued_prefill_is_live_and_leaves_when_requests_finish(near_tie: float) -> None:
     clock = FakeClock(0.0)
-    chooser = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock)
+    chooser = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock, near_tie=near_tie)
     blocks = list(range(30))  # 480 tokens
     for _ in range(3):  # three requests of one prefix at the same instant
         first = rank(chooser, [*blocks, 7])[0]
         chooser.assign(first, [*blocks, 7], session=None, prompt_tokens=496.0)
         chooser.started(first)
     # the first queues 496 tokens on one replica; the second would wait for them there
-    # (0 uncached + 496 queued) or prefill them on the other (496 + 0): a tie, broken by
-    # load: the other. The third finds the prefix on both, nothing more to prefill.
-    assert chooser.pending(0) + chooser.pending(1) == 992.0
-    assert chooser.loads[0].in_flight >= 1 and chooser.loads[1].in_flight >= 1
+    # (0 uncached + 496 queued) or prefill them on the other (496 + 0): a tie. Without
+    # the near-tie rule load breaks it (the other replica: 992 tokens prefilled in all);
+    # with it the replica holding the prefix keeps it (one prefill, the same wait).
+    if near_tie == 0.0:
+        assert chooser.pending(0) + chooser.pending(1) == 992.0
+        assert chooser.loads[0].in_flight >= 1 and chooser.loads[1].in_flight >= 1
+    else:
+        assert chooser.pending(0) + chooser.pending(1) == 496.0
+        assert sorted(r.in_flight for r in chooser.loads) == [0, 3]
     for i in (0, 1):
         while chooser.loads[i].in_flight:
             chooser.finished(i)
     assert chooser.pending(0) == chooser.pending(1) == 0.0
+
+
+def test_a_near_tie_goes_to_the_replica_holding_more_but_a_real_gap_does_not() -> None:
+    ctx = list(range(200))  # 3,200 tokens of a new shared context, sent to replica 0
+
+    def burst(near_tie: float) -> tuple[PrefixChooser, FakeClock]:
+        clock = FakeClock(0.0)
+        c = PrefixChooser(2, load_weight=1.0, prefill_rate=1000.0, clock=clock, near_tie=near_tie)
+        c.assign(0, [*ctx, 1], session=None, prompt_tokens=3216.0, uncached_tokens=3216.0)
+        clock.advance(0.1)  # 3,116 tokens still queued there
+        c.assign(0, [9999], session=None, prompt_tokens=200.0, uncached_tokens=200.0)
+        return c, clock
+
+    on, _ = burst(0.05)
+    off, _ = burst(0.0)
+    # staying costs 16 uncached + 3,316 queued = 3,332; the idle replica 3,216 + 0 (3.6 %
+    # apart): without the rule the idle replica wins and prefills the context a second
+    # time; with it the replica holding the context keeps the request
+    assert rank(off, [*ctx, 2])[0] == 1
+    assert rank(on, [*ctx, 2])[0] == 0
+    # a real gap (2,000 more tokens queued there: 5,332 against 3,216) is no tie
+    on.assign(0, [8888], session=None, prompt_tokens=2000.0, uncached_tokens=2000.0)
+    assert rank(on, [*ctx, 3])[0] == 1
+    with pytest.raises(ConfigurationError, match="near_tie"):
+        PrefixChooser(2, near_tie=1.5)
 
 
 def test_a_hot_prefix_spills_and_the_spill_is_remembered() -> None:
