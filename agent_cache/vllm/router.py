@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -29,7 +30,7 @@ import httpx
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
 from agent_cache.vllm._channel import NAMESPACE_HEADER, SESSION_HEADER, Channel
-from agent_cache.vllm._dispatch import Call, Dispatcher, UsageSink
+from agent_cache.vllm._dispatch import Call, Dispatcher, DispatchOptions, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
 from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._ratio import CharsPerToken
@@ -41,6 +42,40 @@ from agent_cache.vllm.transport import AsyncRoutingTransport, RoutingTransport
 __all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "VllmRouter"]
 
 log = logging.getLogger("agent_cache.vllm")
+
+
+def _checked_ratio(given: Mapping[str, Any]) -> CharsPerToken:
+    """The characters-per-token estimate, once the router's own arguments are checked
+    (the dispatcher checks the rest)."""
+    if isinstance(given["endpoints"], str):
+        raise ConfigurationError("endpoints must be a list of base URLs, not one string")
+    if given["affinity_depth"] < 0 or given["affinity_skip"] < 0:
+        raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
+    if given["prefix_block_chars"] < 1:
+        raise ConfigurationError("prefix_block_chars must be >= 1")
+    ratio = CharsPerToken(given["chars_per_token"])  # ConfigurationError unless > 0 or None
+    metrics_interval = given["metrics_interval"]
+    if metrics_interval is not None and metrics_interval <= 0:
+        raise ConfigurationError("metrics_interval must be > 0 or None")
+    return ratio
+
+
+# the router's arguments a dispatcher takes under the same name
+_DISPATCH_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(DispatchOptions)
+    if f.name not in ("sink", "block_chars", "ratio", "metrics_timeout")
+)
+
+
+def _dispatch_options(given: Mapping[str, Any], ratio: CharsPerToken) -> DispatchOptions:
+    return DispatchOptions(
+        **{name: given[name] for name in _DISPATCH_FIELDS},
+        sink=given["cache"],
+        block_chars=given["prefix_block_chars"],
+        ratio=ratio,
+        metrics_timeout=given["health_timeout"],
+    )
 
 
 class VllmRouter:
@@ -178,45 +213,9 @@ class VllmRouter:
         health_timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(endpoints, str):
-            raise ConfigurationError("endpoints must be a list of base URLs, not one string")
-        if affinity_depth < 0 or affinity_skip < 0:
-            raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
-        if prefix_block_chars < 1:
-            raise ConfigurationError("prefix_block_chars must be >= 1")
-        ratio = CharsPerToken(chars_per_token)  # ConfigurationError unless > 0 or None
-        if metrics_interval is not None and metrics_interval <= 0:
-            raise ConfigurationError("metrics_interval must be > 0 or None")
-        self._d = Dispatcher(
-            endpoints,
-            policy=policy,
-            timeout=timeout,
-            generation_timeout=generation_timeout,
-            connect_timeout=connect_timeout,
-            total_timeout=total_timeout,
-            max_attempts=max_attempts,
-            backoff_initial=backoff_initial,
-            backoff_max=backoff_max,
-            breaker_threshold=breaker_threshold,
-            breaker_reset=breaker_reset,
-            load_factor=load_factor,
-            load_window=load_window,
-            clock=clock,
-            sink=cache,
-            api_key=api_key,
-            capacity_tokens=capacity_tokens,
-            block_chars=prefix_block_chars,
-            ratio=ratio,
-            load_weight=load_weight,
-            prefill_rate=prefill_rate,
-            metrics_interval=metrics_interval,
-            metrics_timeout=health_timeout,
-            kv_events=kv_events,
-            kv_block_size=kv_block_size,
-            kv_dp_ranks=kv_dp_ranks,
-            kv_replay=kv_replay,
-            kv_speculative_ttl=kv_speculative_ttl,
-        )
+        given = {k: v for k, v in locals().items() if k != "self"}  # the arguments, by name
+        ratio = _checked_ratio(given)
+        self._d = Dispatcher(endpoints, _dispatch_options(given, ratio))
         self.policy = policy
         self.health_timeout = health_timeout
         secret = salt_secret if salt_secret is not None else os.urandom(32)
