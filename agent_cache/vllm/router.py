@@ -37,7 +37,15 @@ import httpx
 
 from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache.errors import BackendError, ConfigurationError
-from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
+from agent_cache.vllm._calls import (
+    CallBuilder,
+    Generation,
+    Message,
+    Prefix,
+    json_body,
+    status_error,
+    token_ids,
+)
 from agent_cache.vllm._channel import NAMESPACE_HEADER, SESSION_HEADER, Channel
 from agent_cache.vllm._dispatch import Call, Dispatcher, DispatchOptions, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
@@ -360,8 +368,8 @@ class VllmRouter:
             >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
             {'id': ..., 'choices': [...], 'usage': {...}}
         """
-        args = (messages, model, namespace, extra_body, affinity_key, params, False, session_id)
-        return json_body(*self._channel.send(self._calls.chat(*args)))
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*self._channel.send(self._calls.chat(messages, g)))
 
     def complete(
         self,
@@ -379,8 +387,8 @@ class VllmRouter:
         Example:
             >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
         """
-        args = (prompt, model, namespace, extra_body, affinity_key, params, False, session_id)
-        return json_body(*self._channel.send(self._calls.completion(*args)))
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*self._channel.send(self._calls.completion(prompt, g)))
 
     def stream_chat(
         self,
@@ -407,8 +415,8 @@ class VllmRouter:
             >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
             ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
         """
-        args = (messages, model, namespace, extra_body, affinity_key, params, True, session_id)
-        yield from _ChunkStream(self._channel, self._calls.chat(*args)).chunks()
+        g = Generation(model, namespace, extra_body, affinity_key, params, True, session_id)
+        yield from _ChunkStream(self._channel, self._calls.chat(messages, g)).chunks()
 
     def tokenize(
         self,
@@ -578,8 +586,8 @@ class VllmRouter:
         Example:
             >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
         """
-        args = (messages, model, namespace, extra_body, affinity_key, params, False, session_id)
-        return json_body(*await self._channel.asend(self._calls.chat(*args)))
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*await self._channel.asend(self._calls.chat(messages, g)))
 
     async def acomplete(
         self,
@@ -593,8 +601,8 @@ class VllmRouter:
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`complete`."""
-        args = (prompt, model, namespace, extra_body, affinity_key, params, False, session_id)
-        return json_body(*await self._channel.asend(self._calls.completion(*args)))
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*await self._channel.asend(self._calls.completion(prompt, g)))
 
     async def astream_chat(
         self,
@@ -608,8 +616,8 @@ class VllmRouter:
         **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """Async twin of :meth:`stream_chat`."""
-        args = (messages, model, namespace, extra_body, affinity_key, params, True, session_id)
-        async with _ChunkStream(self._channel, self._calls.chat(*args)) as chunks:
+        g = Generation(model, namespace, extra_body, affinity_key, params, True, session_id)
+        async with _ChunkStream(self._channel, self._calls.chat(messages, g)) as chunks:
             async for chunk in chunks:
                 yield chunk
 
