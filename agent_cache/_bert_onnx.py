@@ -15,6 +15,7 @@ The rows agree with sentence-transformers on torch to cosine ≥ 0.9999 (tested 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -129,6 +130,35 @@ def _weights(tensors: dict[str, npt.NDArray[np.float32]]) -> dict[str, npt.NDArr
     )
 
 
+def _bert_config(model_dir: Path) -> dict[str, Any]:
+    """``config.json`` of a BERT encoder this module can build (absolute positions, GELU)."""
+    config: dict[str, Any] = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if config.get("model_type") != "bert":
+        raise ConfigurationError(
+            f"the ONNX builder runs BERT encoders; {model_dir} is {config.get('model_type')!r} "
+            "(give it a directory with onnx/model.onnx, or use embedder='torch:...')"
+        )
+    if config.get("hidden_act", "gelu") != "gelu" or (
+        config.get("position_embedding_type", "absolute") != "absolute"
+    ):
+        raise ConfigurationError(f"{model_dir}: only GELU and absolute positions are built")
+    return config
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layers:
+    """What every encoder layer shares: the weights, the mask bias and the constants."""
+
+    w: dict[str, npt.NDArray[np.float32]]
+    eps: float
+    bias: str
+    split: str
+    merge: str
+    scale: str
+    half: str
+    root2: str
+
+
 def build_bert_onnx(model_dir: Path, out: Path) -> None:
     """Write ``out``: the BERT encoder in ``model_dir`` + mean pooling + L2 normalization.
 
@@ -146,28 +176,39 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
         raise MissingDependencyError(
             "onnx", "onnx", feature="building the embedding model's graph"
         ) from exc
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    if config.get("model_type") != "bert":
-        raise ConfigurationError(
-            f"the ONNX builder runs BERT encoders; {model_dir} is {config.get('model_type')!r} "
-            "(give it a directory with onnx/model.onnx, or use embedder='torch:...')"
-        )
-    if config.get("hidden_act", "gelu") != "gelu" or (
-        config.get("position_embedding_type", "absolute") != "absolute"
-    ):
-        raise ConfigurationError(f"{model_dir}: only GELU and absolute positions are built")
+    config = _bert_config(model_dir)
     weights_file = model_dir / "model.safetensors"
     if not weights_file.is_file():
         raise ConfigurationError(f"{model_dir} has no model.safetensors to build from")
     w = _weights(read_safetensors(weights_file))
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
-    layers = int(config["num_hidden_layers"])
     eps = float(config.get("layer_norm_eps", 1e-12))
     head_dim = hidden // heads
     g = _Graph(onnx)
+    x = _embeddings(g, w, eps)
+    # the padding mask as an additive bias [B, 1, 1, S] (torch uses the dtype's minimum)
+    maskf = g.op("Cast", ["attention_mask"], "maskf", to=onnx.TensorProto.FLOAT)
+    inverted = g.op("Sub", [g.const("onef", 1.0), maskf])
+    bias = g.op("Mul", [inverted, g.const("neg", float(np.finfo(np.float32).min))])
+    layers = _Layers(
+        w=w,
+        eps=eps,
+        bias=g.op("Unsqueeze", [bias, g.const("axes12", [1, 2], np.int64)], "mask_bias"),
+        split=g.const("split_shape", [0, 0, heads, head_dim], np.int64),
+        merge=g.const("merge_shape", [0, 0, hidden], np.int64),
+        scale=g.const("scale", 1.0 / math.sqrt(head_dim)),
+        half=g.const("half", 0.5),
+        root2=g.const("sqrt2", math.sqrt(2.0)),
+    )
+    for i in range(int(config["num_hidden_layers"])):
+        x = _encoder_layer(g, layers, f"encoder.layer.{i}.", x)
+    _mean_pool(g, x, maskf)
+    _write_graph(onnx, g, hidden, out)
 
-    # embeddings: word + position (0..S-1) + token type, then LayerNorm
+
+def _embeddings(g: _Graph, w: dict[str, npt.NDArray[np.float32]], eps: float) -> str:
+    """Word + position (0..S-1) + token type embeddings, then LayerNorm."""
     # position rows 0..S-1: a Slice of the table by the 1-D shape [S] (no Range, which
     # ONNX Runtime's optimizer rewrites into a Slice with scalar bounds)
     seq = g.op("Shape", ["input_ids"], "seq", start=1, end=2)
@@ -200,61 +241,53 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
             ),
         ],
     )
-    x = g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+    return g.layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
 
-    # the padding mask as an additive bias [B, 1, 1, S] (torch uses the dtype's minimum)
-    maskf = g.op("Cast", ["attention_mask"], "maskf", to=onnx.TensorProto.FLOAT)
-    inverted = g.op("Sub", [g.const("onef", 1.0), maskf])
-    bias = g.op("Mul", [inverted, g.const("neg", float(np.finfo(np.float32).min))])
-    bias = g.op("Unsqueeze", [bias, g.const("axes12", [1, 2], np.int64)], "mask_bias")
-    split = g.const("split_shape", [0, 0, heads, head_dim], np.int64)
-    merge = g.const("merge_shape", [0, 0, hidden], np.int64)
-    scale = g.const("scale", 1.0 / math.sqrt(head_dim))
-    half, root2 = g.const("half", 0.5), g.const("sqrt2", math.sqrt(2.0))
 
-    for i in range(layers):
-        p = f"encoder.layer.{i}."
+def _encoder_layer(g: _Graph, c: _Layers, p: str, x: str) -> str:
+    """One post-LayerNorm encoder layer (weights under prefix ``p``): attention, then GELU."""
+    w = c.w
 
-        def proj(part: str, perm: list[int], p: str = p, x: str = x) -> str:
-            y = g.linear(
-                x, w[f"{p}attention.self.{part}.weight"], w[f"{p}attention.self.{part}.bias"]
-            )
-            return g.op("Transpose", [g.op("Reshape", [y, split])], perm=perm)
+    def proj(part: str, perm: list[int]) -> str:
+        y = g.linear(x, w[f"{p}attention.self.{part}.weight"], w[f"{p}attention.self.{part}.bias"])
+        return g.op("Transpose", [g.op("Reshape", [y, c.split])], perm=perm)
 
-        q, k, v = (
-            proj("query", [0, 2, 1, 3]),
-            proj("key", [0, 2, 3, 1]),
-            proj("value", [0, 2, 1, 3]),
-        )
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        ctx = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
-        ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), merge])
-        attn = g.linear(
-            ctx, w[f"{p}attention.output.dense.weight"], w[f"{p}attention.output.dense.bias"]
-        )
-        x = g.layer_norm(
-            g.op("Add", [attn, x]),
-            w[f"{p}attention.output.LayerNorm.weight"],
-            w[f"{p}attention.output.LayerNorm.bias"],
-            eps,
-        )
-        h = g.linear(x, w[f"{p}intermediate.dense.weight"], w[f"{p}intermediate.dense.bias"])
-        gelu = g.op(
-            "Mul",
-            [
-                g.op("Mul", [h, half]),
-                g.op("Add", [g.const("one1", 1.0), g.op("Erf", [g.op("Div", [h, root2])])]),
-            ],
-        )
-        ff = g.linear(gelu, w[f"{p}output.dense.weight"], w[f"{p}output.dense.bias"])
-        x = g.layer_norm(
-            g.op("Add", [ff, x]),
-            w[f"{p}output.LayerNorm.weight"],
-            w[f"{p}output.LayerNorm.bias"],
-            eps,
-        )
+    q, k, v = (
+        proj("query", [0, 2, 1, 3]),
+        proj("key", [0, 2, 3, 1]),
+        proj("value", [0, 2, 1, 3]),
+    )
+    scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), c.scale]), c.bias])
+    ctx = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
+    ctx = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), c.merge])
+    attn = g.linear(
+        ctx, w[f"{p}attention.output.dense.weight"], w[f"{p}attention.output.dense.bias"]
+    )
+    x = g.layer_norm(
+        g.op("Add", [attn, x]),
+        w[f"{p}attention.output.LayerNorm.weight"],
+        w[f"{p}attention.output.LayerNorm.bias"],
+        c.eps,
+    )
+    h = g.linear(x, w[f"{p}intermediate.dense.weight"], w[f"{p}intermediate.dense.bias"])
+    gelu = g.op(
+        "Mul",
+        [
+            g.op("Mul", [h, c.half]),
+            g.op("Add", [g.const("one1", 1.0), g.op("Erf", [g.op("Div", [h, c.root2])])]),
+        ],
+    )
+    ff = g.linear(gelu, w[f"{p}output.dense.weight"], w[f"{p}output.dense.bias"])
+    return g.layer_norm(
+        g.op("Add", [ff, x]),
+        w[f"{p}output.LayerNorm.weight"],
+        w[f"{p}output.LayerNorm.bias"],
+        c.eps,
+    )
 
-    # mean pooling over real tokens, then L2 normalization
+
+def _mean_pool(g: _Graph, x: str, maskf: str) -> None:
+    """Mean pooling over real tokens, then L2 normalization: ``sentence_embedding``."""
     axis1 = g.const("axis1", [1], np.int64)
     weights3 = g.op("Unsqueeze", [maskf, g.const("axis2", [2], np.int64)])
     total = g.op("ReduceSum", [g.op("Mul", [x, weights3]), axis1], keepdims=0)
@@ -262,8 +295,10 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
     mean = g.op("Div", [total, count])
     norm = g.op("Sqrt", [g.op("ReduceSum", [g.op("Mul", [mean, mean]), axis1], keepdims=1)])
     norm = g.op("Max", [norm, g.const("eps12", 1e-12)])
-    g.nodes.append(onnx.helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
+    g.nodes.append(g.helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
 
+
+def _write_graph(onnx: Any, g: _Graph, hidden: int, out: Path) -> None:
     int_input = onnx.TensorProto.INT64
     graph = onnx.helper.make_graph(
         g.nodes,

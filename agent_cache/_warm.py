@@ -275,6 +275,9 @@ def _check_prompt(cache: LayeredCache, item: WarmLine, llm: str, ns: str, limit:
         raise _bad(item.line, "prompt", str(exc)) from exc
 
 
+_Plain = tuple[WarmLine, str, str, bool]  # line, llm, namespace, verbatim
+
+
 def warm(
     cache: LayeredCache,
     lines: Sequence[WarmLine],
@@ -291,10 +294,49 @@ def warm(
     from agent_cache.ops import restore_entries
 
     report = WarmReport()
+    # -- plan: every check before the first write ------------------------------------
+    plain, trusted = _plan(
+        cache,
+        lines,
+        report,
+        namespace=namespace,
+        llm_string=llm_string,
+        trust_file=trust_file,
+        namespace_given=namespace_given,
+    )
+    # -- write ------------------------------------------------------------------------
+    if progress is not None:
+        progress(len(lines) - len(plain) - len(trusted))  # left out: done
+    if trusted:
+        restored = restore_entries(cache, trusted, batch_size=batch_size, progress=progress)
+        report.stored += restored.stored
+        report.skipped += restored.skipped
+        report.expired += restored.expired
+        report.namespaces |= {str(r["namespace"]) for _, r in trusted}
+    step = max(1, batch_size)
+    for start in range(0, len(plain), step):
+        chunk = plain[start : start + step]
+        _write_chunk(cache, chunk, report, step)
+        if progress is not None:
+            progress(len(chunk))
+    return report
+
+
+def _plan(
+    cache: LayeredCache,
+    lines: Sequence[WarmLine],
+    report: WarmReport,
+    *,
+    namespace: str,
+    llm_string: str,
+    trust_file: bool,
+    namespace_given: bool,
+) -> tuple[list[_Plain], list[tuple[str, Mapping[str, Any]]]]:
+    """Check every line: the plain ones to store and the trusted export records to
+    restore; what is left out is counted in ``report``."""
     now = cache.clock()
     limit = cache.max_prompt_bytes
-    # -- plan: every check before the first write ------------------------------------
-    plain: list[tuple[WarmLine, str, str, bool]] = []  # line, llm, namespace, verbatim
+    plain: list[_Plain] = []
     trusted: list[tuple[str, Mapping[str, Any]]] = []
     versions: dict[str, int] = {}
     for item in lines:
@@ -324,51 +366,40 @@ def warm(
                 continue
             verbatim = own
         plain.append((item, llm, ns, verbatim))
-    # -- write ------------------------------------------------------------------------
-    if progress is not None:
-        progress(len(lines) - len(plain) - len(trusted))  # left out: done
-    if trusted:
-        restored = restore_entries(cache, trusted, batch_size=batch_size, progress=progress)
-        report.stored += restored.stored
-        report.skipped += restored.skipped
-        report.expired += restored.expired
-        report.namespaces |= {str(r["namespace"]) for _, r in trusted}
-    step = max(1, batch_size)
-    for start in range(0, len(plain), step):
-        chunk = plain[start : start + step]
-        groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
-        for item, llm, ns, verbatim in chunk:
-            report.namespaces.add(ns)
-            if not verbatim and cache.contains(item.prompt, llm, ns, context=item.context):
-                report.skipped += 1
-            elif (
-                item.context is None
-                and not item.tags
-                and item.expires_at is None
-                and item.tokens is None
-                and not verbatim
-            ):
-                groups.setdefault((llm, ns), []).append((item.prompt, item.response))
-            else:
-                ttl = None
-                if item.expires_at is not None:
-                    ttl = max(item.expires_at - cache.clock(), 1e-3)
-                cache.store(
-                    item.prompt,
-                    item.response,
-                    llm,
-                    ns,
-                    context=item.context,
-                    ttl=ttl,
-                    tags=item.tags,
-                    tokens=item.tokens,
-                    verbatim=verbatim,
-                )
-                report.stored += 1
-        for (llm, ns), items in groups.items():  # one embedding batch per group
-            report.stored += len(
-                cache.store_many(items, llm_string=llm, namespace=ns, batch_size=step)
+    return plain, trusted
+
+
+def _write_chunk(cache: LayeredCache, chunk: list[_Plain], report: WarmReport, step: int) -> None:
+    """Store one chunk: plain lines in one embedding batch per (llm, namespace), the
+    rest (context, tags, expiry, tokens, a kept key) one by one."""
+    groups: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for item, llm, ns, verbatim in chunk:
+        report.namespaces.add(ns)
+        if not verbatim and cache.contains(item.prompt, llm, ns, context=item.context):
+            report.skipped += 1
+        elif (
+            item.context is None
+            and not item.tags
+            and item.expires_at is None
+            and item.tokens is None
+            and not verbatim
+        ):
+            groups.setdefault((llm, ns), []).append((item.prompt, item.response))
+        else:
+            ttl = None
+            if item.expires_at is not None:
+                ttl = max(item.expires_at - cache.clock(), 1e-3)
+            cache.store(
+                item.prompt,
+                item.response,
+                llm,
+                ns,
+                context=item.context,
+                ttl=ttl,
+                tags=item.tags,
+                tokens=item.tokens,
+                verbatim=verbatim,
             )
-        if progress is not None:
-            progress(len(chunk))
-    return report
+            report.stored += 1
+    for (llm, ns), items in groups.items():  # one embedding batch per group
+        report.stored += len(cache.store_many(items, llm_string=llm, namespace=ns, batch_size=step))

@@ -406,14 +406,7 @@ def calibrate(
     met = chosen is not None
     best = pick_threshold(points, target_precision)
     if chosen is None:  # never looser than the default: a missed target loosens nothing
-        chosen = best
-        if chosen.threshold < DEFAULT_THRESHOLD:
-            stricter = [p for p in points if p.threshold >= DEFAULT_THRESHOLD]
-            chosen = (
-                min(stricter, key=lambda p: p.threshold)
-                if stricter
-                else CurvePoint(DEFAULT_THRESHOLD, 0, 0, 0, 0, 0.0, 1.0, 1.0, 0.0)
-            )
+        chosen = _not_looser_than_default(best, points)
     result: dict[str, Any] = {
         "threshold": chosen.threshold,
         "target_precision": target_precision,
@@ -428,13 +421,36 @@ def calibrate(
         "curve": [asdict(p) for p in points],
         "thresholds": {},
     }
+    result["thresholds"] = _namespace_thresholds(
+        queries, mode, target_precision, min_namespace_pairs
+    )
+    return result
+
+
+def _not_looser_than_default(best: CurvePoint, points: Sequence[CurvePoint]) -> CurvePoint:
+    """The point written when no threshold meets the target: ``best``, or the loosest
+    point at :data:`DEFAULT_THRESHOLD` or above when ``best`` is looser than that."""
+    if best.threshold >= DEFAULT_THRESHOLD:
+        return best
+    stricter = [p for p in points if p.threshold >= DEFAULT_THRESHOLD]
+    if stricter:
+        return min(stricter, key=lambda p: p.threshold)
+    return CurvePoint(DEFAULT_THRESHOLD, 0, 0, 0, 0, 0.0, 1.0, 1.0, 0.0)
+
+
+def _namespace_thresholds(
+    queries: Sequence[ScoredQuery], mode: str, target_precision: float, min_pairs: int
+) -> dict[str, float]:
+    """A threshold per namespace with ``min_pairs`` queries that meets the target there
+    (none when the queries hold one namespace only)."""
+    thresholds: dict[str, float] = {}
     namespaces = {q.namespace for q in queries}
     if len(namespaces) > 1:
         for ns in sorted(namespaces):
             ns_queries = [q for q in queries if q.namespace == ns]
-            if len(ns_queries) < min_namespace_pairs:
+            if len(ns_queries) < min_pairs:
                 continue
             p = pick(curve(ns_queries, GRID, mode), target_precision)
             if p is not None:
-                result["thresholds"][ns] = p.threshold
-    return result
+                thresholds[ns] = p.threshold
+    return thresholds

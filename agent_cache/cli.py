@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -50,92 +50,113 @@ def _given_file(value: str | None, option: str) -> Path | None:
     return path
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    out = _bench_out(args.out)
-    data = _given_file(args.data, "--data")
-    if args.suite == "prefix" and args.kv_routing_only:
+def _bench_prefix(args: argparse.Namespace, out: Path, data: Path | None) -> None:
+    if args.kv_routing_only:
         from agent_cache.bench.prefix_kv import run_kv_routing_bench
 
         run_kv_routing_bench(out=out, alone=True)
-        return 0
-    if args.suite == "prefix":
-        from agent_cache.bench.prefix import run_prefix_bench
+        return
+    from agent_cache.bench.prefix import run_prefix_bench
 
-        run_prefix_bench(
-            out=out,
-            requests=args.requests,
-            batch=args.batch,
-            capacity_blocks=args.capacity_blocks,
-            replicas=args.replicas,
-            routing_scale=args.routing_scale,
-            peer=not args.no_peer,
+    run_prefix_bench(
+        out=out,
+        requests=args.requests,
+        batch=args.batch,
+        capacity_blocks=args.capacity_blocks,
+        replicas=args.replicas,
+        routing_scale=args.routing_scale,
+        peer=not args.no_peer,
+    )
+
+
+def _bench_semantic(args: argparse.Namespace, out: Path, data: Path | None) -> None:
+    from agent_cache.bench.core import TRAP_FILE, default_trap_path
+    from agent_cache.bench.semantic import run_semantic_bench
+
+    if data is None:
+        raise ConfigurationError(
+            "bench semantic needs labeled pairs: pass --data FILE "
+            "({a, b, label} JSON lines, e.g. QQP's qqp_dev.jsonl)"
         )
-        return 0
-    if args.suite == "semantic":
-        from agent_cache.bench.core import TRAP_FILE, default_trap_path
-        from agent_cache.bench.semantic import run_semantic_bench
-
-        if data is None:
-            raise ConfigurationError(
-                "bench semantic needs labeled pairs: pass --data FILE "
-                "({a, b, label} JSON lines, e.g. QQP's qqp_dev.jsonl)"
-            )
-        traps = _given_file(args.trap, "--trap") or default_trap_path()
-        if traps is None:
-            raise ConfigurationError(
-                f"bench semantic needs the trap suite: {TRAP_FILE} is not in the current "
-                "directory (run from the repository root) - pass --trap FILE"
-            )
-        run_semantic_bench(
-            out=out,
-            data=data,
-            pairs=args.pairs,
-            verifier=Path(args.verifier) if args.verifier else None,
-            train_verifier=args.train_verifier,
-            peer=not args.no_peer,
-            traps=traps,
-            judge_url=args.judge_url,
-            judge_model=args.judge_model,
-            smollm2=not args.no_smollm2,
+    traps = _given_file(args.trap, "--trap") or default_trap_path()
+    if traps is None:
+        raise ConfigurationError(
+            f"bench semantic needs the trap suite: {TRAP_FILE} is not in the current "
+            "directory (run from the repository root) - pass --trap FILE"
         )
-        return 0
-    if args.suite == "latency":
-        from agent_cache.bench.latency import run_latency_bench
+    run_semantic_bench(
+        out=out,
+        data=data,
+        pairs=args.pairs,
+        verifier=Path(args.verifier) if args.verifier else None,
+        train_verifier=args.train_verifier,
+        peer=not args.no_peer,
+        traps=traps,
+        judge_url=args.judge_url,
+        judge_model=args.judge_model,
+        smollm2=not args.no_smollm2,
+    )
 
-        run_latency_bench(
-            out=out,
-            data=data,
-            trap=_given_file(args.trap, "--trap"),
-            sizes=tuple(args.sizes or (5_000, 100_000)),
-            callers=tuple(args.callers),
-            pairs=args.latency_pairs,
-            peer=not args.no_peer,
-        )
-        return 0
-    if args.suite == "backends":
-        from agent_cache.bench.backends import run_backends_bench
 
-        run_backends_bench(
-            out=out,
-            data=data,
-            entries=args.entries,
-            lookups=args.lookups,
-            threads=tuple(args.callers),
-            writers=args.writers,
-            writes=args.writes,
-            embedder=args.embedder,
-        )
-        return 0
-    if args.suite == "first-hour":
-        from agent_cache.bench.first_hour import run_first_hour_bench
+def _bench_latency(args: argparse.Namespace, out: Path, data: Path | None) -> None:
+    from agent_cache.bench.latency import run_latency_bench
 
-        run_first_hour_bench(out=out, skip_install=args.skip_install, runs=args.runs)
-        return 0
-    if args.suite != "core":
-        raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
+    run_latency_bench(
+        out=out,
+        data=data,
+        trap=_given_file(args.trap, "--trap"),
+        sizes=tuple(args.sizes or (5_000, 100_000)),
+        callers=tuple(args.callers),
+        pairs=args.latency_pairs,
+        peer=not args.no_peer,
+    )
+
+
+def _bench_backends(args: argparse.Namespace, out: Path, data: Path | None) -> None:
+    from agent_cache.bench.backends import run_backends_bench
+
+    run_backends_bench(
+        out=out,
+        data=data,
+        entries=args.entries,
+        lookups=args.lookups,
+        threads=tuple(args.callers),
+        writers=args.writers,
+        writes=args.writes,
+        embedder=args.embedder,
+    )
+
+
+def _bench_first_hour(args: argparse.Namespace, out: Path, data: Path | None) -> None:
+    from agent_cache.bench.first_hour import run_first_hour_bench
+
+    run_first_hour_bench(out=out, skip_install=args.skip_install, runs=args.runs)
+
+
+def _bench_core(args: argparse.Namespace, out: Path, data: Path | None) -> None:
     from agent_cache.bench.core import run_core_bench
 
     run_core_bench(out=out, data=data, sizes=tuple(args.sizes or (1_000, 10_000, 100_000)))
+
+
+# ``bench SUITE``: each suite's runner, given the parsed options, --out and --data
+_BENCH_SUITES: dict[str, Callable[[argparse.Namespace, Path, Path | None], None]] = {
+    "core": _bench_core,
+    "prefix": _bench_prefix,
+    "semantic": _bench_semantic,
+    "latency": _bench_latency,
+    "backends": _bench_backends,
+    "first-hour": _bench_first_hour,
+}
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    out = _bench_out(args.out)
+    data = _given_file(args.data, "--data")
+    run = _BENCH_SUITES.get(args.suite)
+    if run is None:
+        raise AgentCacheError(f"unknown benchmark suite {args.suite!r}")
+    run(args, out, data)
     return 0
 
 
@@ -602,28 +623,17 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if any(f.level == "problem" for f in findings) else 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from agent_cache.cache import DEFAULT_THRESHOLD
-
-    parser = _Parser(
-        prog="agent-cache",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"agent-cache {_version()}")
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_demo(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``demo``: the workload of :mod:`agent_cache.demo.run`."""
     demo = sub.add_parser("demo", help="RAG + agent workload twice against a local model")
     from agent_cache.demo.run import add_arguments
 
     add_arguments(demo)
     demo.set_defaults(func=_cmd_demo)
 
+
+def _add_bench(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``bench``: the suite, where it writes, and each suite's options."""
     bench = sub.add_parser(
         "bench", help="measure against the peers; writes a section of a markdown file"
     )
@@ -644,6 +654,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="labeled pairs, {a, b, label} JSON lines such as QQP's qqp_dev.jsonl (semantic: "
         "required; core, latency, backends: generated questions without it)",
     )
+    _bench_semantic_arguments(bench)
+    _bench_prefix_arguments(bench)
+    _bench_load_arguments(bench)
+    bench.set_defaults(func=_cmd_bench)
+
+
+def _bench_semantic_arguments(bench: argparse.ArgumentParser) -> None:
+    """``bench semantic``'s options."""
     bench.add_argument(
         "--pairs", type=int, default=4000, help="semantic: test pairs sampled (unseen half)"
     )
@@ -664,6 +682,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="semantic: train one on the calibration half (cached in .bench_cache/)",
     )
+
+
+def _bench_prefix_arguments(bench: argparse.ArgumentParser) -> None:
+    """``--sizes``, ``bench prefix``'s options and ``--no-peer``."""
     bench.add_argument(
         "--sizes",
         type=int,
@@ -692,6 +714,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the peer (prefix: ContextPilot; semantic, latency: GPTCache)",
     )
+
+
+def _bench_load_arguments(bench: argparse.ArgumentParser) -> None:
+    """``bench latency``, ``backends`` and ``first-hour``'s options."""
     bench.add_argument(
         "--callers",
         type=int,
@@ -725,8 +751,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--runs", type=int, default=5, help="first-hour: fresh processes per first-lookup path"
     )
-    bench.set_defaults(func=_cmd_bench)
 
+
+def _add_doctor(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``doctor``."""
     doc = sub.add_parser(
         "doctor", help="which embedder runs and from where, torch/CUDA present, llama.cpp build"
     )
@@ -735,6 +763,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doc.set_defaults(func=_cmd_doctor)
 
+
+def _add_vllm_command(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``vllm-command``."""
     vcmd = sub.add_parser("vllm-command", help="print the recommended `vllm serve` command")
     vcmd.add_argument("--model", required=True, help="model id or path to serve")
     vcmd.add_argument("--gpus", type=int, default=1, help="GPUs per server (tensor parallel)")
@@ -753,6 +784,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     vcmd.add_argument("--no-kv-events", action="store_true", help="leave KV events off")
     vcmd.set_defaults(func=_cmd_vllm_command)
+
+
+def _add_calibrate(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``calibrate``."""
+    from agent_cache.cache import DEFAULT_THRESHOLD
 
     cal = sub.add_parser(
         "calibrate",
@@ -781,6 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--no-progress", action="store_true", help="no progress bar")
     cal.set_defaults(func=_cmd_calibrate)
 
+
+def _add_train_verifier(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``train-verifier``."""
     tv = sub.add_parser(
         "train-verifier", help="fine-tune a cross-encoder verifier on labeled pairs"
     )
@@ -823,6 +862,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tv.set_defaults(func=_cmd_train_verifier)
 
+
+def _add_warmup(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``warmup``."""
     warm = sub.add_parser(
         "warmup",
         help="bulk-load {prompt, response} / {question, answer} lines, a replay log, "
@@ -848,6 +890,9 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--no-progress", action="store_true")
     warm.set_defaults(func=_cmd_warmup)
 
+
+def _add_export(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``export``."""
     exp = sub.add_parser("export", help="write every live entry as JSON lines (resumable)")
     exp.add_argument("out", help="the JSONL file (re-import it with `agent-cache warmup`)")
     _backend_arguments(exp)
@@ -861,12 +906,18 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--no-progress", action="store_true")
     exp.set_defaults(func=_cmd_export)
 
+
+def _add_clear(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``clear``."""
     clr = sub.add_parser("clear", help="delete one namespace's (or this prefix's) entries")
     _backend_arguments(clr)
     clr.add_argument("--namespace", default=None, help="only this namespace")
     clr.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     clr.set_defaults(func=_cmd_clear)
 
+
+def _add_replay(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``replay``."""
     rep = sub.add_parser("replay", help="replay a request log: what each layer would save")
     rep.add_argument("file", help="JSONL: OpenAI-style {request, response} or simple records")
     rep.add_argument("--path", default=None, help="an existing cache (default: a fresh one)")
@@ -892,6 +943,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-progress", action="store_true")
     rep.set_defaults(func=_cmd_replay)
 
+
+def _add_stats(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``stats``."""
     st = sub.add_parser("stats", help="a stats snapshot, and a cache's entries per namespace")
     st.add_argument("file", nargs="?", default=None,
                     help="written by CacheStats.save() or replay --save")  # fmt: skip
@@ -900,6 +954,39 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     st.add_argument("--plot", default=None, metavar="PNG")
     st.set_defaults(func=_cmd_stats)
+
+
+# every subcommand, in the order ``agent-cache --help`` lists them
+_SUBCOMMANDS = (
+    _add_demo,
+    _add_bench,
+    _add_doctor,
+    _add_vllm_command,
+    _add_calibrate,
+    _add_train_verifier,
+    _add_warmup,
+    _add_export,
+    _add_clear,
+    _add_replay,
+    _add_stats,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="agent-cache",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"agent-cache {_version()}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of an error (or set {DEBUG_ENV}=1)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
     return parser
 
 

@@ -1043,6 +1043,28 @@ def _swapped(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
     same content words, two of them traded places across a shared word, and no passive
     voice ("by") explains it. Symmetric connectors (or, and, vs, between) never count.
     """
+    count_q = Counter(t.low for t in q)
+    count_c = Counter(t.low for t in c)
+    around = _relation_swap(q, c, pairs, count_q, count_c)
+    if around is not None:
+        return around
+    # a pure permutation of the same content words: X beat Y / Y beat X
+    content_q = Counter(sorted(t.lemmas)[0] for t in q if t.content)
+    content_c = Counter(sorted(t.lemmas)[0] for t in c if t.content)
+    if content_q != content_c or count_q["by"] != count_c["by"]:
+        return None
+    return _permuted(q, c, pairs)
+
+
+def _relation_swap(
+    q: list[_Tok],
+    c: list[_Tok],
+    pairs: dict[int, int],
+    count_q: Counter[str],
+    count_c: Counter[str],
+) -> Difference | None:
+    """Arguments exchanged around a relational word of :data:`_RELATIONS` (see
+    :func:`_swapped`)."""
     inv = {j: i for i, j in pairs.items()}
 
     def key(t: _Tok, on_q: bool) -> str | None:
@@ -1060,8 +1082,6 @@ def _swapped(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         left = {k for t in toks[:at] if (k := key(t, on_q)) is not None}
         return right, left
 
-    count_q = Counter(t.low for t in q)
-    count_c = Counter(t.low for t in c)
     seen: Counter[str] = Counter()
     for t in q:
         if t.low not in _RELATIONS or count_q[t.low] != count_c[t.low]:
@@ -1075,11 +1095,12 @@ def _swapped(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
             return Difference(
                 "order", f"… {t.text} {_show(q, rq)}", f"… {u.text} {_show(q, rc)}", True
             )
-    # a pure permutation of the same content words: X beat Y / Y beat X
-    content_q = Counter(sorted(t.lemmas)[0] for t in q if t.content)
-    content_c = Counter(sorted(t.lemmas)[0] for t in c if t.content)
-    if content_q != content_c or count_q["by"] != count_c["by"]:
-        return None
+    return None
+
+
+def _permuted(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference | None:
+    """Two aligned content words that traded places across a shared one, with no
+    symmetric connector between them (see :func:`_swapped`)."""
     args = sorted((i, j) for i, j in pairs.items() if q[i].content)
     for k, (a_q, a_c) in enumerate(args):
         for b_q, b_c in args[k + 1 :]:
@@ -1191,30 +1212,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     if not case_sensitive:  # a question in capitals: its capitals say nothing of names
         query, candidate = _uncapitalized(query), _uncapitalized(candidate)
     q, c = _tokenize(query), _tokenize(candidate)
-    diffs: list[Difference] = []
-    for kind, q_words, c_words in frame_differences([t.low for t in q], [t.low for t in c]):
-        diffs.append(_diff(kind, q_words, c_words))
-    diffs += _match_acronyms(q, c)
-    diffs += _match_acronyms(c, q)
-    diffs += _compare_numbers(q, c)
-    tq, tc = _temporal(q), _temporal(c)
-    if tq != tc:
-        diffs.append(_diff("temporal", sorted(tq - tc), sorted(tc - tq)))
-    if _negations(q) % 2 != _negations(c) % 2:
-        diffs.append(
-            _diff(
-                "negation",
-                [t.text for t in q if t.low in lx.NEGATIONS],
-                [t.text for t in c if t.low in lx.NEGATIONS],
-            )
-        )
-    wq, wc = _questions(q), _questions(c)
-    if wq - wc and wc - wq:  # why vs when: a one-sided "why?" adds a request, not a change
-        diffs.append(_diff("question", sorted(wq - wc), sorted(wc - wq)))
-    tense_q, tense_c = _tense(q), _tense(c)
-    if tense_q and tense_c and tense_q != tense_c:
-        diffs.append(_diff("temporal", [tense_q], [tense_c]))
-
+    diffs = _surface_differences(q, c)
     pairs, notes = _align(q, c)
     diffs += notes
     matched_c = set(pairs.values())
@@ -1257,6 +1255,35 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
+
+
+def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
+    """What needs no alignment: frames, acronyms, numbers, time, negation, question
+    words and tense."""
+    diffs: list[Difference] = []
+    for kind, q_words, c_words in frame_differences([t.low for t in q], [t.low for t in c]):
+        diffs.append(_diff(kind, q_words, c_words))
+    diffs += _match_acronyms(q, c)
+    diffs += _match_acronyms(c, q)
+    diffs += _compare_numbers(q, c)
+    tq, tc = _temporal(q), _temporal(c)
+    if tq != tc:
+        diffs.append(_diff("temporal", sorted(tq - tc), sorted(tc - tq)))
+    if _negations(q) % 2 != _negations(c) % 2:
+        diffs.append(
+            _diff(
+                "negation",
+                [t.text for t in q if t.low in lx.NEGATIONS],
+                [t.text for t in c if t.low in lx.NEGATIONS],
+            )
+        )
+    wq, wc = _questions(q), _questions(c)
+    if wq - wc and wc - wq:  # why vs when: a one-sided "why?" adds a request, not a change
+        diffs.append(_diff("question", sorted(wq - wc), sorted(wc - wq)))
+    tense_q, tense_c = _tense(q), _tense(c)
+    if tense_q and tense_c and tense_q != tense_c:
+        diffs.append(_diff("temporal", [tense_q], [tense_c]))
+    return diffs
 
 
 def _unmatched_differences(

@@ -483,6 +483,39 @@ def _split_backend(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
+def _model_embedder(spec: str, backend: str | None, batching: bool) -> Embedder:
+    """:func:`embedder_from` of a string: a local model, memoized (and batched)."""
+    prefix, model = _split_backend(spec.strip())
+    if not model.strip():
+        raise ConfigurationError("embedder name must not be empty")
+    chosen = backend or prefix or "auto"
+    if chosen not in BACKENDS:
+        raise ConfigurationError(f"embedder backend must be one of {BACKENDS}, got {chosen!r}")
+    inner: Embedder
+    if chosen == "auto":
+        from agent_cache.onnx_embedder import OnnxEmbedder
+
+        # ONNX Runtime for every model it can run; torch only for a model it cannot
+        # (a logged warning, and `backend` says so), and only if installed
+        torch = (
+            SentenceTransformerEmbedder(model)
+            if importlib.util.find_spec("sentence_transformers") is not None
+            else None
+        )
+        inner = OnnxEmbedder(model, fallback=torch)
+    elif chosen == "torch":
+        inner = SentenceTransformerEmbedder(model)
+    else:
+        from agent_cache.onnx_embedder import OnnxEmbedder
+
+        inner = OnnxEmbedder(model, precision="int8" if chosen == "onnx-int8" else "fp32")
+    if batching:
+        from agent_cache.batching import MicroBatcher
+
+        inner = MicroBatcher(inner)
+    return MemoEmbedder(inner)
+
+
 def embedder_from(
     spec: str | Embedder, *, backend: str | None = None, batching: bool = True
 ) -> Embedder:
@@ -522,35 +555,7 @@ def embedder_from(
         'onnx-int8'
     """
     if isinstance(spec, str):
-        prefix, model = _split_backend(spec.strip())
-        if not model.strip():
-            raise ConfigurationError("embedder name must not be empty")
-        chosen = backend or prefix or "auto"
-        if chosen not in BACKENDS:
-            raise ConfigurationError(f"embedder backend must be one of {BACKENDS}, got {chosen!r}")
-        inner: Embedder
-        if chosen == "auto":
-            from agent_cache.onnx_embedder import OnnxEmbedder
-
-            # ONNX Runtime for every model it can run; torch only for a model it cannot
-            # (a logged warning, and `backend` says so), and only if installed
-            torch = (
-                SentenceTransformerEmbedder(model)
-                if importlib.util.find_spec("sentence_transformers") is not None
-                else None
-            )
-            inner = OnnxEmbedder(model, fallback=torch)
-        elif chosen == "torch":
-            inner = SentenceTransformerEmbedder(model)
-        else:
-            from agent_cache.onnx_embedder import OnnxEmbedder
-
-            inner = OnnxEmbedder(model, precision="int8" if chosen == "onnx-int8" else "fp32")
-        if batching:
-            from agent_cache.batching import MicroBatcher
-
-            inner = MicroBatcher(inner)
-        return MemoEmbedder(inner)
+        return _model_embedder(spec, backend, batching)
     if isinstance(spec, MemoEmbedder):
         return spec
     if callable(getattr(spec, "embed", None)):

@@ -257,35 +257,53 @@ def replay(
             now[0] = rec.timestamp
             if on_record is not None:
                 on_record(rec)
-            report.requests += 1
-            report.logged_tokens += rec.usage.tokens if rec.usage else 0
-            hit = cache.lookup(rec.prompt, rec.llm_string, rec.namespace, context=rec.context)
-            latencies.append(cache.recorder.last_ms)
-            if hit is None:
-                report.misses += 1
-            else:
-                setattr(report, f"{hit.layer}_hits", getattr(report, f"{hit.layer}_hits") + 1)
-                similarity = hit.similarity if hit.similarity is not None else 1.0
-                pending = Pending(rec.namespace, rec.prompt, hit.matched_prompt, hit.response,
-                                  similarity, "replay")  # fmt: skip
-                agree = run_sync(judge.agree_flow(pending, rec.response, cache.embedder))
-                if hit.layer == "semantic":
-                    cache.recorder.judged(rec.namespace, "replay", similarity, agree)
-                if agree is None:
-                    report.undecided_hits += 1
-                elif not agree:
-                    report.estimated_wrong_hits += 1
-                    report.wrong_by_layer[hit.layer] = report.wrong_by_layer.get(hit.layer, 0) + 1
-            if hit is None or mode == "shadow":
-                cache.store(rec.prompt, rec.response, rec.llm_string, rec.namespace,
-                            context=rec.context, tokens=rec.usage)  # fmt: skip
+            _replay_one(rec, cache, report, judge, mode, latencies)
             if bar is not None:
                 bar.update(1)
     finally:
         cache.recorder.clock = wall
         if bar is not None:
             bar.close()
-    after = cache.stats()
+    _report_savings(report, before, cache.stats(), latencies)
+    return report
+
+
+def _replay_one(
+    rec: LogRecord,
+    cache: Any,
+    report: ReplayReport,
+    judge: AnswerJudge,
+    mode: Mode,
+    latencies: list[float],
+) -> None:
+    """Look one record up (its latency into ``latencies``), judge a hit against the
+    logged answer, store it where due."""
+    report.requests += 1
+    report.logged_tokens += rec.usage.tokens if rec.usage else 0
+    hit = cache.lookup(rec.prompt, rec.llm_string, rec.namespace, context=rec.context)
+    latencies.append(cache.recorder.last_ms)
+    if hit is None:
+        report.misses += 1
+    else:
+        setattr(report, f"{hit.layer}_hits", getattr(report, f"{hit.layer}_hits") + 1)
+        similarity = hit.similarity if hit.similarity is not None else 1.0
+        pending = Pending(rec.namespace, rec.prompt, hit.matched_prompt, hit.response,
+                          similarity, "replay")  # fmt: skip
+        agree = run_sync(judge.agree_flow(pending, rec.response, cache.embedder))
+        if hit.layer == "semantic":
+            cache.recorder.judged(rec.namespace, "replay", similarity, agree)
+        if agree is None:
+            report.undecided_hits += 1
+        elif not agree:
+            report.estimated_wrong_hits += 1
+            report.wrong_by_layer[hit.layer] = report.wrong_by_layer.get(hit.layer, 0) + 1
+    if hit is None or mode == "shadow":
+        cache.store(rec.prompt, rec.response, rec.llm_string, rec.namespace,
+                    context=rec.context, tokens=rec.usage)  # fmt: skip
+
+
+def _report_savings(report: ReplayReport, before: Any, after: Any, latencies: list[float]) -> None:
+    """What the replay saved: the cache's stats after it less those before, latencies."""
     report.tokens_saved = after.tokens_saved - before.tokens_saved
     report.tokens_saved_by_kind = {
         k: v - before.tokens.get(k, 0) for k, v in after.tokens.items()
@@ -297,4 +315,3 @@ def replay(
     report.latency_ms = {"p50": _percentile(latencies, 0.5), "p95": _percentile(latencies, 0.95),
                          "p99": _percentile(latencies, 0.99)}  # fmt: skip
     report.stats = after
-    return report

@@ -25,6 +25,7 @@ local evaluation only: never commit or ship it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -293,13 +294,11 @@ def _auc(scores: Sequence[float], labels: Sequence[int]) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def fit_combiner(
-    queries: Sequence[ScoredQuery],
-    *,
-    target_precision: float = 0.9,
-    min_similarity: float = 0.6,
-) -> semantic.Combiner:
-    """Fit the combiner on scored held-out queries and pick its cut from the bound."""
+def _combiner_data(
+    queries: Sequence[ScoredQuery], min_similarity: float
+) -> tuple[list[list[float]], list[float]]:
+    """The combiner's features (a bias first) and labels: each verified, unrefused
+    candidate at ``min_similarity`` or above."""
     xs, ys = [], []
     for q in queries:
         for c in q.candidates:
@@ -307,35 +306,29 @@ def fit_combiner(
                 continue
             xs.append([1.0] + [c.features.get(f, 0.0) for f in _FEATURES])
             ys.append(1.0 if c.verdict == "correct" else 0.0)
-    if len(xs) < 20 or len(set(ys)) < 2:
-        raise ConfigurationError(
-            f"too few held-out candidates to fit the combiner ({len(xs)}); give more pairs"
-        )
-    w = _fit_logistic(np.asarray(xs), np.asarray(ys))
-    weights = {"bias": float(w[0])} | {f: float(v) for f, v in zip(_FEATURES, w[1:], strict=True)}
-    draft = semantic.Combiner(weights, 0.5, min_similarity)
-    cuts = [round(0.05 * i, 2) for i in range(1, 16)] + [
-        round(0.8 + 0.01 * i, 2) for i in range(20)
+    return xs, ys
+
+
+def _verifier_auc(queries: Sequence[ScoredQuery]) -> float:
+    """The verifier's AUC over every scored, unrefused candidate."""
+    verified = [
+        c for q in queries for c in q.candidates if c.verifier is not None and not c.refused
     ]
-    points = curve(queries, cuts, "combiner", combiner=draft)
-    chosen = pick(points, target_precision)
-    engine = pick(curve(queries, mode="engine"), target_precision)
-    verifier_scores = [
-        c.verifier
-        for q in queries
-        for c in q.candidates
-        if c.verifier is not None and not c.refused
-    ]
-    verifier_labels = [
-        int(c.verdict == "correct")
-        for q in queries
-        for c in q.candidates
-        if c.verifier is not None and not c.refused
-    ]
-    measured: dict[str, Any] = {
+    scores = [c.verifier for c in verified if c.verifier is not None]
+    return _auc(scores, [int(c.verdict == "correct") for c in verified])
+
+
+def _combiner_measured(
+    queries: Sequence[ScoredQuery],
+    candidates: int,
+    points: Sequence[Any],
+    engine: Any,
+) -> dict[str, Any]:
+    """What a fitted combiner records of its held-out run (before its verdict)."""
+    return {
         "held_out_queries": len(queries),
-        "candidates": len(xs),
-        "verifier_auc": round(_auc(verifier_scores, verifier_labels), 4),
+        "candidates": candidates,
+        "verifier_auc": round(_verifier_auc(queries), 4),
         "curve": [
             {
                 "cut": p.threshold,
@@ -354,24 +347,84 @@ def fit_combiner(
             "precision_lower": round(engine.precision_lower, 4),
         },
     }
+
+
+def _combiner_cut(
+    chosen: Any, engine: Any, weights: dict[str, float], measured: dict[str, Any]
+) -> tuple[float, float | None]:
+    """The cut and its precision bound; records in ``measured`` whether it is recommended."""
     if chosen is None:
-        cut, bound = 0.99, None
         measured["recommended"] = False
         measured["why"] = "no cut reached the target precision's lower bound on held-out pairs"
-    else:
-        cut, bound = chosen.threshold, round(chosen.precision_lower, 4)
-        beats = engine is None or chosen.hit_rate > engine.hit_rate
-        measured["recommended"] = bool(beats and weights["verifier_logit"] > 0)
-        measured["hit_rate_at_target"] = round(chosen.hit_rate, 4)
-        if not measured["recommended"]:
-            measured["why"] = (
-                "at the target, the verifier does not raise the hit rate over "
-                "the difference analysis + cosine on held-out pairs"
-            )
+        return 0.99, None
+    beats = engine is None or chosen.hit_rate > engine.hit_rate
+    measured["recommended"] = bool(beats and weights["verifier_logit"] > 0)
+    measured["hit_rate_at_target"] = round(chosen.hit_rate, 4)
+    if not measured["recommended"]:
+        measured["why"] = (
+            "at the target, the verifier does not raise the hit rate over "
+            "the difference analysis + cosine on held-out pairs"
+        )
+    return chosen.threshold, round(chosen.precision_lower, 4)
+
+
+def fit_combiner(
+    queries: Sequence[ScoredQuery],
+    *,
+    target_precision: float = 0.9,
+    min_similarity: float = 0.6,
+) -> semantic.Combiner:
+    """Fit the combiner on scored held-out queries and pick its cut from the bound."""
+    xs, ys = _combiner_data(queries, min_similarity)
+    if len(xs) < 20 or len(set(ys)) < 2:
+        raise ConfigurationError(
+            f"too few held-out candidates to fit the combiner ({len(xs)}); give more pairs"
+        )
+    w = _fit_logistic(np.asarray(xs), np.asarray(ys))
+    weights = {"bias": float(w[0])} | {f: float(v) for f, v in zip(_FEATURES, w[1:], strict=True)}
+    draft = semantic.Combiner(weights, 0.5, min_similarity)
+    cuts = [round(0.05 * i, 2) for i in range(1, 16)] + [
+        round(0.8 + 0.01 * i, 2) for i in range(20)
+    ]
+    points = curve(queries, cuts, "combiner", combiner=draft)
+    chosen = pick(points, target_precision)
+    engine = pick(curve(queries, mode="engine"), target_precision)
+    measured = _combiner_measured(queries, len(xs), points, engine)
+    cut, bound = _combiner_cut(chosen, engine, weights, measured)
     return semantic.Combiner(weights, cut, min_similarity, target_precision, bound, measured)
 
 
 # ------------------------------------------------------------------ training
+@dataclasses.dataclass
+class _Training:
+    """:func:`train_verifier`'s arguments, as one value its steps share."""
+
+    pairs_path: str | Path | Sequence[Pair]
+    out_dir: str | Path
+    base: str | None
+    embedder: Embedder | str | None
+    epochs: int
+    limit: int | None
+    exclude: set[str] | None
+    max_length: int
+    batch_size: int
+    seed: int
+    learning_rate: float
+    both_orders: bool
+    mined_share: float
+    counterfactual_share: float
+    holdout: float
+    holdout_limit: int | None
+    target_precision: float
+    threads: int | None
+    max_steps: int | None
+    log: Callable[[str], None] | None
+
+    def say(self, message: str) -> None:
+        if self.log is not None:
+            self.log(message)
+
+
 def train_verifier(
     pairs_path: str | Path | Sequence[Pair],
     out_dir: str | Path,
@@ -414,63 +467,122 @@ def train_verifier(
         log: a ``print``-like callable for progress, or ``None``; progress bars show when
             it is given.
     """
-    if epochs < 1:
+    return _train(_Training(**locals()))  # every argument above, by name
+
+
+def _train(o: _Training) -> Path:
+    if o.epochs < 1:
         raise ConfigurationError("epochs must be >= 1")
-    if not 0.0 <= holdout < 1.0:
+    if not 0.0 <= o.holdout < 1.0:
         raise ConfigurationError("holdout must be in [0, 1)")
+    torch = _require_trainer()
+    if o.threads is not None:
+        torch.set_num_threads(o.threads)
+    every, held, train = _training_split(o)
+    emb: Embedder = (
+        o.embedder
+        if o.embedder is not None and not isinstance(o.embedder, str)
+        else embedder_from(o.embedder or DEFAULT_EMBEDDER)
+    )
+    rows = _training_rows(o, train, every, emb)
+    model = _fit_cross_encoder(o, rows)
+    out = Path(o.out_dir)
+    model.save_pretrained(str(out))
+    if held:
+        combiner = _held_out_combiner(o, held, every, emb, model)
+        if combiner is not None:
+            _save_combiner(o, combiner, out)
+    positives = sum(r[2] == 1.0 for r in rows)
+    (out / "agent_cache_training.json").write_text(
+        json.dumps(
+            {
+                "rows": len(rows),
+                "positives": positives,
+                "pairs": len(train),
+                "held_out_pairs": len(held),
+                "seed": o.seed,
+                "epochs": o.epochs,
+                "mined_share": o.mined_share,
+                "counterfactual_share": o.counterfactual_share,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return out
+
+
+def _require_trainer() -> Any:
+    """``torch``, once the training extras are known to import."""
     try:
         import torch
-        from datasets import Dataset
-        from sentence_transformers import CrossEncoder
-        from sentence_transformers.cross_encoder import (
+        from datasets import Dataset  # noqa: F401
+        from sentence_transformers import CrossEncoder  # noqa: F401
+        from sentence_transformers.cross_encoder import (  # noqa: F401
             CrossEncoderTrainer,
             CrossEncoderTrainingArguments,
         )
-        from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+        from sentence_transformers.cross_encoder.losses import (  # noqa: F401
+            BinaryCrossEntropyLoss,
+        )
     except ImportError as exc:
         raise MissingDependencyError(
             "sentence-transformers[train]", "rerank", feature="train_verifier"
         ) from exc
+    return torch
 
-    say = log or (lambda _msg: None)
-    if threads is not None:
-        torch.set_num_threads(threads)
-    every = load_pairs(pairs_path) if isinstance(pairs_path, (str, Path)) else list(pairs_path)
-    excluded = {normalize(t) for t in exclude} if exclude else set()
+
+def _training_split(o: _Training) -> tuple[list[Pair], list[Pair], list[Pair]]:
+    """Every pair, the held-out ones and the training ones (the exclusion applied)."""
+    every = (
+        load_pairs(o.pairs_path) if isinstance(o.pairs_path, (str, Path)) else list(o.pairs_path)
+    )
+    excluded = {normalize(t) for t in o.exclude} if o.exclude else set()
     usable = [p for p in every if normalize(p.a) not in excluded and normalize(p.b) not in excluded]
     if not usable:
         raise ConfigurationError("no training pairs left after the exclusion")
-    if holdout:
-        held, train = question_split(usable, seed=seed + 1, fraction=holdout)
+    if o.holdout:
+        held, train = question_split(usable, seed=o.seed + 1, fraction=o.holdout)
     else:
         held, train = [], usable
     if not train:
         raise ConfigurationError("no training pairs left after the hold-out")
-    emb: Embedder = (
-        embedder
-        if embedder is not None and not isinstance(embedder, str)
-        else embedder_from(embedder or DEFAULT_EMBEDDER)
-    )
-    total = limit if limit is not None else len(train) * 2
-    n_mined = int(total * mined_share)
-    n_cf = int(total * counterfactual_share)
+    return every, held, train
+
+
+def _training_rows(o: _Training, train: list[Pair], every: list[Pair], emb: Embedder) -> list[Row]:
+    """Labeled pairs, mined neighbours and counterfactuals, shuffled, in their shares."""
+    total = o.limit if o.limit is not None else len(train) * 2
+    n_mined = int(total * o.mined_share)
+    n_cf = int(total * o.counterfactual_share)
     n_pairs = max(1, total - n_mined - n_cf)
     rows = prepare_examples(
-        train, limit=min(n_pairs, len(train)), seed=seed, both_orders=both_orders
+        train, limit=min(n_pairs, len(train)), seed=o.seed, both_orders=o.both_orders
     )
     started = time.perf_counter()
     if n_mined:
-        say(f"mining the embedder's nearest neighbours for {len(train)} training pairs ...")
-        rows += mine_neighbours(train, emb, judge_with=every, limit=n_mined, seed=seed)
+        o.say(f"mining the embedder's nearest neighbours for {len(train)} training pairs ...")
+        rows += mine_neighbours(train, emb, judge_with=every, limit=n_mined, seed=o.seed)
     if n_cf:
         questions = list(dict.fromkeys(t for p in train for t in (p.a, p.b)))
-        rows += counterfactuals(questions, n_cf, seed=seed)
-    random.Random(seed).shuffle(rows)
+        rows += counterfactuals(questions, n_cf, seed=o.seed)
+    random.Random(o.seed).shuffle(rows)
     positives = sum(r[2] == 1.0 for r in rows)
-    say(
+    o.say(
         f"training rows: {len(rows)} ({positives} positive; pairs, mined neighbours and "
         f"counterfactuals) prepared in {time.perf_counter() - started:.0f} s"
     )
+    return rows
+
+
+def _fit_cross_encoder(o: _Training, rows: list[Row]) -> Any:
+    """The cross-encoder trained on ``rows`` (``out_dir`` made ready for it)."""
+    from datasets import Dataset
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
     dataset = Dataset.from_dict(
         {
             "sentence1": [r[0] for r in rows],
@@ -479,91 +591,86 @@ def train_verifier(
         }
     )
     model = CrossEncoder(
-        resolve_model_path(base or DEFAULT_EMBEDDER),
+        resolve_model_path(o.base or DEFAULT_EMBEDDER),
         num_labels=1,
-        max_length=max_length,
+        max_length=o.max_length,
         device="cpu",
     )
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    Path(o.out_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="agent-cache-verifier-") as tmp:
-        args = CrossEncoderTrainingArguments(
-            output_dir=tmp,
-            num_train_epochs=epochs,
-            max_steps=max_steps if max_steps is not None else -1,
-            per_device_train_batch_size=batch_size,
-            learning_rate=learning_rate,
-            warmup_steps=0.1,  # a float: the warm-up ratio (Transformers v5)
-            seed=seed,
-            save_strategy="no",
-            eval_strategy="no",
-            logging_steps=50,
-            report_to="none",
-            use_cpu=True,
-            dataloader_num_workers=0,
-            disable_tqdm=log is None,
-        )
         trainer = CrossEncoderTrainer(
-            model=model, args=args, train_dataset=dataset, loss=BinaryCrossEntropyLoss(model)
+            model=model,
+            args=_training_arguments(o, tmp),
+            train_dataset=dataset,
+            loss=BinaryCrossEntropyLoss(model),
         )
         started = time.perf_counter()
         trainer.train()
-        say(f"trained in {time.perf_counter() - started:.0f} s")
-    model.save_pretrained(str(out))
-    combiner: semantic.Combiner | None = None
-    if held:
-        from agent_cache.rerankers import CrossEncoderReranker
+        o.say(f"trained in {time.perf_counter() - started:.0f} s")
+    return model
 
-        sample = held
-        if holdout_limit is not None and len(held) > holdout_limit:
-            sample = random.Random(seed).sample(held, holdout_limit)
-        say(f"scoring {len(sample)} held-out pairs to fit the combiner ...")
-        queries = score_queries(
-            sample,
-            emb,
-            verifier=CrossEncoderReranker(model),
-            judge_with=every,
-            progress=_progress(log),
-        )
-        try:
-            combiner = fit_combiner(queries, target_precision=target_precision)
-        except ConfigurationError as exc:  # too little held-out data: a veto-only verifier
-            say(
-                f"WARNING: no combiner: {exc}; the verifier can only veto "
-                "(LayeredCache(rerank_threshold=...))."
-            )
-            combiner = None
-    if held and combiner is not None:
-        combiner.save(out)
-        m = combiner.measured
-        say(
-            f"combiner: cut {combiner.cut:.2f}, precision lower bound "
-            f"{combiner.precision_bound} at target {target_precision} on held-out questions; "
-            f"verifier AUC {m.get('verifier_auc')}"
-        )
-        if not m.get("recommended"):
-            say(
-                f"WARNING: {m.get('why', 'the verifier is not recommended')}: keep the "
-                "default (no verifier) or train on more pairs."
-            )
-    (out / "agent_cache_training.json").write_text(
-        json.dumps(
-            {
-                "rows": len(rows),
-                "positives": positives,
-                "pairs": len(train),
-                "held_out_pairs": len(held),
-                "seed": seed,
-                "epochs": epochs,
-                "mined_share": mined_share,
-                "counterfactual_share": counterfactual_share,
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
+
+def _training_arguments(o: _Training, tmp: str) -> Any:
+    from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments
+
+    return CrossEncoderTrainingArguments(
+        output_dir=tmp,
+        num_train_epochs=o.epochs,
+        max_steps=o.max_steps if o.max_steps is not None else -1,
+        per_device_train_batch_size=o.batch_size,
+        learning_rate=o.learning_rate,
+        warmup_steps=0.1,  # a float: the warm-up ratio (Transformers v5)
+        seed=o.seed,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        report_to="none",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=o.log is None,
     )
-    return out
+
+
+def _held_out_combiner(
+    o: _Training, held: list[Pair], every: list[Pair], emb: Embedder, model: Any
+) -> semantic.Combiner | None:
+    """The combiner fitted on (a sample of) the held-out pairs; ``None`` when too few."""
+    from agent_cache.rerankers import CrossEncoderReranker
+
+    sample = held
+    if o.holdout_limit is not None and len(held) > o.holdout_limit:
+        sample = random.Random(o.seed).sample(held, o.holdout_limit)
+    o.say(f"scoring {len(sample)} held-out pairs to fit the combiner ...")
+    queries = score_queries(
+        sample,
+        emb,
+        verifier=CrossEncoderReranker(model),
+        judge_with=every,
+        progress=_progress(o.log),
+    )
+    try:
+        return fit_combiner(queries, target_precision=o.target_precision)
+    except ConfigurationError as exc:  # too little held-out data: a veto-only verifier
+        o.say(
+            f"WARNING: no combiner: {exc}; the verifier can only veto "
+            "(LayeredCache(rerank_threshold=...))."
+        )
+        return None
+
+
+def _save_combiner(o: _Training, combiner: semantic.Combiner, out: Path) -> None:
+    combiner.save(out)
+    m = combiner.measured
+    o.say(
+        f"combiner: cut {combiner.cut:.2f}, precision lower bound "
+        f"{combiner.precision_bound} at target {o.target_precision} on held-out questions; "
+        f"verifier AUC {m.get('verifier_auc')}"
+    )
+    if not m.get("recommended"):
+        o.say(
+            f"WARNING: {m.get('why', 'the verifier is not recommended')}: keep the "
+            "default (no verifier) or train on more pairs."
+        )
 
 
 def _progress(log: Callable[[str], None] | None) -> Callable[[Iterable[Any]], Iterable[Any]] | None:

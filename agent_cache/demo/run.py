@@ -263,7 +263,14 @@ def _report(
             ["question (pass 2)", "matched (pass 1)", "layer"],
             [(_short(r.question, 40), _short(r.matched, 40), r.served_by) for r in hits],
         ))  # fmt: skip
-    s1, s2, sb = _summary(pass1), _summary(pass2), _summary(baseline)
+    return out + _work_report(_summary(pass1), _summary(baseline), _summary(pass2), stats)
+
+
+def _work_report(
+    s1: dict[str, Any], sb: dict[str, Any], s2: dict[str, Any], stats: CacheStats
+) -> list[str]:
+    """The report's tables of hits per layer, work done and latency, and the counters."""
+    out: list[str] = []
     layers = sorted(set(s1["hits"]) | set(s2["hits"]))
     out += ["", "Hits per layer"]
     out.append(_table(
@@ -340,59 +347,13 @@ def run_demo(
         >>> result["pass2"]["model_calls"] < result["pass1"]["model_calls"]  # doctest: +SKIP
         True
     """
-    from agent_cache import LayeredCache  # the engine; imported late (heavy imports)
-    from agent_cache.local_llm import LocalLlamaServer
-
     say: Callable[[str], None] = (lambda _line: None) if quiet else print
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        model = "local"
-        if llm_url is None:
-            say("starting the local model server (SmolLM2-135M-Instruct, llama.cpp)...")
-            server = stack.enter_context(LocalLlamaServer())
-            llm_url, model = server.base_url, server.model
-        router = stack.enter_context(
-            VllmRouter([llm_url], policy="round_robin", metrics_interval=None, timeout=120,
-                       generation_timeout=120)
-        )  # fmt: skip
-        if model == "local":  # a server of the user's: ask it what it serves
-            model = next(iter(router.models()), model)
-        if path is None:
-            path = tempfile.mkdtemp(prefix="agent-cache-demo-")
-            stack.callback(shutil.rmtree, path, True)
-            where = f"{path} (fresh, removed at the end)"
-        else:
-            where = path
-        cache = LayeredCache(path=path, threshold=threshold, templates=TEMPLATES)
-        stack.callback(cache.close)
-        llm_string = f"{model}|{PROMPT_VERSION}|max_tokens={MAX_TOKENS}|temperature=0"
-        cached = _Workloads(router, model, cache, llm_string)
-        direct = _Workloads(router, model, None, "")
-
-        # warm-up, not timed: the server's first call, the embedder and the stores' setup
-        router.chat([{"role": "user", "content": "Say OK."}], model=model, max_tokens=4)
-        cache.embedder.embed(["warm-up"])
-        _ = (cache.kv_store, cache.vector_store)
-        pass1 = [cached.rag("pass1", q.question) for q in RAG_QUESTIONS]
-        pass1 += [cached.agent("pass1", t.task) for t in AGENT_TASKS]
-        baseline = [direct.rag("baseline", q.rephrased, q.expect) for q in RAG_QUESTIONS]
-        baseline += [direct.agent("baseline", t.rephrased, t.expect) for t in AGENT_TASKS]
-        pass2 = [cached.rag("pass2", q.rephrased, q.expect) for q in RAG_QUESTIONS]
-        pass2 += [cached.agent("pass2", t.rephrased, t.expect) for t in AGENT_TASKS]
-        stats = cache.stats()
-
-        header = [
-            f"agent-cache demo: {len(RAG_QUESTIONS)} RAG questions + {len(AGENT_TASKS)} agent "
-            f"tasks, each asked twice",
-            f"model: {model} at {llm_url} (max_tokens={MAX_TOKENS}, temperature=0)",
-            f"cache: {where}; threshold: {'default' if threshold is None else threshold}",
-            f"tools: order_status, invoice_total (deterministic; simulated API delay "
-            f"{TOOL_DELAY_S * 1000:.0f} ms); tool results cached in namespace 'tools' "
-            f"(ttl {TOOL_TTL_S:.0f} s)",
-            "baseline: the pass-2 questions sent straight to the model (tools called "
-            "directly), measured in this run, no cache",
-        ]
-        lines = _report(pass1, baseline, pass2, header, stats)
+        run = _start(stack, llm_url, path, threshold, say)
+        pass1, baseline, pass2 = _passes(run)
+        stats = run.cache.stats()
+        lines = _report(pass1, baseline, pass2, _header(run, threshold), stats)
         elapsed = time.perf_counter() - started
         lines += ["", f"demo finished in {elapsed:.1f} s"]
         for line in lines:
@@ -400,8 +361,8 @@ def run_demo(
 
     s1, s2 = _summary(pass1), _summary(pass2)
     return {
-        "llm_url": llm_url,
-        "model": model,
+        "llm_url": run.llm_url,
+        "model": run.model,
         "pass1": s1,
         "baseline": {**_summary(baseline), "method": "pass-2 questions, model called directly"},
         "pass2": s2,
@@ -414,6 +375,85 @@ def run_demo(
         "elapsed_s": elapsed,
         "output": "\n".join(lines),
     }
+
+
+@dataclass
+class _Run:
+    """What a demo run stands on: the model's server behind a router, and the cache."""
+
+    router: VllmRouter
+    model: str
+    llm_url: str
+    cache: LayeredCache
+    where: str  # the cache directory, as the report names it
+
+
+def _start(
+    stack: contextlib.ExitStack,
+    llm_url: str | None,
+    path: str | None,
+    threshold: float | None,
+    say: Callable[[str], None],
+) -> _Run:
+    """The server (a local one when ``llm_url`` is None), the router and the cache, each
+    closed by ``stack``."""
+    from agent_cache import LayeredCache  # the engine; imported late (heavy imports)
+    from agent_cache.local_llm import LocalLlamaServer
+
+    model = "local"
+    if llm_url is None:
+        say("starting the local model server (SmolLM2-135M-Instruct, llama.cpp)...")
+        server = stack.enter_context(LocalLlamaServer())
+        llm_url, model = server.base_url, server.model
+    router = stack.enter_context(
+        VllmRouter([llm_url], policy="round_robin", metrics_interval=None, timeout=120,
+                   generation_timeout=120)
+    )  # fmt: skip
+    if model == "local":  # a server of the user's: ask it what it serves
+        model = next(iter(router.models()), model)
+    if path is None:
+        path = tempfile.mkdtemp(prefix="agent-cache-demo-")
+        stack.callback(shutil.rmtree, path, True)
+        where = f"{path} (fresh, removed at the end)"
+    else:
+        where = path
+    cache = LayeredCache(path=path, threshold=threshold, templates=TEMPLATES)
+    stack.callback(cache.close)
+    return _Run(router, model, llm_url, cache, where)
+
+
+def _passes(run: _Run) -> tuple[list[Row], list[Row], list[Row]]:
+    """Pass 1 (original questions), the baseline (pass 2 without the cache), pass 2."""
+    router, model, cache = run.router, run.model, run.cache
+    llm_string = f"{model}|{PROMPT_VERSION}|max_tokens={MAX_TOKENS}|temperature=0"
+    cached = _Workloads(router, model, cache, llm_string)
+    direct = _Workloads(router, model, None, "")
+
+    # warm-up, not timed: the server's first call, the embedder and the stores' setup
+    router.chat([{"role": "user", "content": "Say OK."}], model=model, max_tokens=4)
+    cache.embedder.embed(["warm-up"])
+    _ = (cache.kv_store, cache.vector_store)
+    pass1 = [cached.rag("pass1", q.question) for q in RAG_QUESTIONS]
+    pass1 += [cached.agent("pass1", t.task) for t in AGENT_TASKS]
+    baseline = [direct.rag("baseline", q.rephrased, q.expect) for q in RAG_QUESTIONS]
+    baseline += [direct.agent("baseline", t.rephrased, t.expect) for t in AGENT_TASKS]
+    pass2 = [cached.rag("pass2", q.rephrased, q.expect) for q in RAG_QUESTIONS]
+    pass2 += [cached.agent("pass2", t.rephrased, t.expect) for t in AGENT_TASKS]
+    return pass1, baseline, pass2
+
+
+def _header(run: _Run, threshold: float | None) -> list[str]:
+    return [
+        f"agent-cache demo: {len(RAG_QUESTIONS)} RAG questions + {len(AGENT_TASKS)} agent "
+        f"tasks, each asked twice",
+        f"model: {run.model} at {run.llm_url} (max_tokens={MAX_TOKENS}, temperature=0)",
+        f"cache: {run.where}; threshold: {'default' if threshold is None else threshold}",
+        f"tools: order_status, invoice_total (deterministic; simulated API delay "
+        f"{TOOL_DELAY_S * 1000:.0f} ms); tool results cached in namespace 'tools' "
+        f"(ttl {TOOL_TTL_S:.0f} s)",
+        "baseline: the pass-2 questions sent straight to the model (tools called "
+        "directly), measured in this run, no cache",
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

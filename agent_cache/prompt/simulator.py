@@ -216,7 +216,7 @@ class PrefixCacheSimulator:
             >>> sim.run(list(range(48))), sim.run(list(range(48)))
             (0, 32)
         """
-        st, b = self._state, self.block_size
+        b = self.block_size
         n = len(tokens)
         out = list(output_token_ids) if output_token_ids is not None else None
         if out is not None:
@@ -224,38 +224,53 @@ class PrefixCacheSimulator:
         seq: Sequence[int] = tokens if not out else [*tokens, *out]
         full = (n + len(out) - 1) // b if out else n // b
         hashes = self._chain(seq, salt, lora, full)
-        max_blocks = max(0, (n - 1) // b)
-        hit: list[int] = []
-        for i in range(max_blocks):
-            ids = st.table.get(hashes[i])
-            if not ids:
-                break
-            hit.append(ids[0])
+        hit = self._acquire(hashes, max(0, (n - 1) // b))
         cached = len(hit) * b
         self.queries += n
         self.hits += cached
         for blk in hit:  # touch: a used block leaves the free queue
-            if st.blocks[blk].ref == 0:
-                st.free.pop(blk, None)
-            st.blocks[blk].ref += 1
+            if self._state.blocks[blk].ref == 0:
+                self._state.free.pop(blk, None)
+            self._state.blocks[blk].ref += 1
         need = math.ceil((n + output_tokens) / b) - len(hit)
-        new = self._allocate(need)
-        owned = hit + new
-        for j in range(len(hit), full):  # newly full computed blocks become cached
+        owned = hit + self._allocate(need)
+        self._cache_computed(seq, hashes, owned, len(hit), full)
+        self._release(owned)
+        return cached
+
+    def _acquire(self, hashes: Sequence[int], max_blocks: int) -> list[int]:
+        """The cached blocks of the prompt's longest cached prefix (of ``max_blocks``)."""
+        hit: list[int] = []
+        for i in range(max_blocks):
+            ids = self._state.table.get(hashes[i])
+            if not ids:
+                break
+            hit.append(ids[0])
+        return hit
+
+    def _cache_computed(
+        self, seq: Sequence[int], hashes: Sequence[int], owned: list[int], start: int, full: int
+    ) -> None:
+        """Blocks ``start`` to ``full`` (newly full, computed) become cached."""
+        st, b = self._state, self.block_size
+        for j in range(start, full):
             h = hashes[j]
             st.blocks[owned[j]].hash = h
             st.table.setdefault(h, []).append(owned[j])
             if self.events is not None:
                 parent = hashes[j - 1] if j else None
                 self.events.append(("stored", h, parent, tuple(seq[j * b : (j + 1) * b])))
-        for blk in reversed(owned):  # finish: free in reverse, tail of the chain first out
+
+    def _release(self, owned: list[int]) -> None:
+        """A finished request frees its blocks in reverse, the tail of the chain first out."""
+        st = self._state
+        for blk in reversed(owned):
             block = st.blocks[blk]
             block.ref -= 1
             if block.ref == 0:
                 st.free[blk] = None
                 if block.hash is None:
                     st.free.move_to_end(blk, last=False)
-        return cached
 
     def _allocate(self, need: int) -> list[int]:
         st = self._state

@@ -438,35 +438,7 @@ class ChromaVectorStore:
         now = float(now)
 
         def search(collection: Any) -> list[VectorMatch]:
-            cap = min(max(k * self.overfetch, 100), 1000)
-            share = self._share.get(scope, 1.0)
-            fetch = max(math.ceil(1.5 * k / share) if share > 0 else cap + 1, 2 * k)
-            if self.overfetch > 0 and fetch <= cap:
-                rows = self._rows(
-                    collection.query(
-                        query_embeddings=query,
-                        n_results=fetch,
-                        include=["metadatas", "distances"],
-                    )
-                )
-                kept = [row for row in rows if _live(row[2], scope, now)]
-                if rows:
-                    if len(self._share) >= _MAX_SCOPES:
-                        self._share.clear()
-                    self._share[scope] = 0.5 * share + 0.5 * len(kept) / len(rows)
-                if len(kept) >= k or len(rows) < fetch:
-                    return self._matches(kept[:k])
-            elif self.overfetch > 0:  # a crowded scope: try the cheap search again later
-                self._share[scope] = min(1.0, max(share, 1e-3) * 1.25)
-            rows = self._rows(
-                collection.query(
-                    query_embeddings=query,
-                    n_results=k,
-                    where={"$and": [{"scope": scope}, {"expires_at": {"$gt": now}}]},
-                    include=["metadatas", "distances"],
-                )
-            )
-            return self._matches(rows)
+            return self._search(collection, query, k=k, scope=scope, now=now)
 
         queued = [item for batcher in self._batchers() for item in batcher.pending()]
         with self._guarded():
@@ -479,6 +451,40 @@ class ChromaVectorStore:
         merged.extend(mine)
         merged.sort(key=lambda row: row[1])
         return self._matches(merged[:k])
+
+    def _search(
+        self, collection: Any, query: Any, *, k: int, scope: str, now: float
+    ) -> list[VectorMatch]:
+        """:meth:`query` on the server: the overfetched search, else the filtered one."""
+        cap = min(max(k * self.overfetch, 100), 1000)
+        share = self._share.get(scope, 1.0)
+        fetch = max(math.ceil(1.5 * k / share) if share > 0 else cap + 1, 2 * k)
+        if self.overfetch > 0 and fetch <= cap:
+            rows = self._rows(
+                collection.query(
+                    query_embeddings=query,
+                    n_results=fetch,
+                    include=["metadatas", "distances"],
+                )
+            )
+            kept = [row for row in rows if _live(row[2], scope, now)]
+            if rows:
+                if len(self._share) >= _MAX_SCOPES:
+                    self._share.clear()
+                self._share[scope] = 0.5 * share + 0.5 * len(kept) / len(rows)
+            if len(kept) >= k or len(rows) < fetch:
+                return self._matches(kept[:k])
+        elif self.overfetch > 0:  # a crowded scope: try the cheap search again later
+            self._share[scope] = min(1.0, max(share, 1e-3) * 1.25)
+        rows = self._rows(
+            collection.query(
+                query_embeddings=query,
+                n_results=k,
+                where={"$and": [{"scope": scope}, {"expires_at": {"$gt": now}}]},
+                include=["metadatas", "distances"],
+            )
+        )
+        return self._matches(rows)
 
     @staticmethod
     def _rows(result: Mapping[str, Any]) -> list[tuple[str, float, Mapping[str, Any] | None]]:

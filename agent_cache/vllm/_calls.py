@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -15,10 +16,32 @@ from agent_cache.vllm._ratio import CharsPerToken
 from agent_cache.vllm.affinity import affinity_key
 from agent_cache.vllm.prefix_tree import TOKEN_BLOCK, prefix_blocks, render_for_prefix
 
-__all__ = ["CallBuilder", "Message", "Prefix", "json_body", "status_error", "token_ids"]
+__all__ = [
+    "CallBuilder",
+    "Generation",
+    "Message",
+    "Prefix",
+    "json_body",
+    "status_error",
+    "token_ids",
+]
 
 Message = Mapping[str, Any]
 Prefix = str | Sequence[Message]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a chat or text completion carries besides its prompt: the router's
+    arguments (``affinity`` is its ``affinity_key``, ``session`` its ``session_id``)."""
+
+    model: str | None = None
+    namespace: str | None = None
+    extra_body: Mapping[str, Any] | None = None
+    affinity: str | bytes | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    session: str | None = None
 
 
 def status_error(resp: httpx.Response, ep: Endpoint) -> BackendError:
@@ -148,38 +171,21 @@ class CallBuilder:
             body.pop("stream_options", None)
         return body
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        model: str | None,
-        namespace: str | None,
-        extra_body: Mapping[str, Any] | None,
-        affinity: str | bytes | None,
-        params: Mapping[str, Any],
-        stream: bool,
-        session: str | None = None,
-    ) -> Call:
+    def chat(self, messages: Sequence[Message], g: Generation) -> Call:
+        """A ``/chat/completions`` call, routed by its messages."""
         msgs = [dict(m) for m in messages]
-        body = self.body({"messages": msgs}, model, namespace, extra_body, params, stream)
-        key = _as_key(affinity) or self.key_for(msgs, namespace)
-        call = Call("POST", "chat/completions", body=body, key=key, stream=stream)
-        return self.route(call, msgs, namespace, body.get("tools"), session or _as_str(affinity))
+        body = self.body({"messages": msgs}, g.model, g.namespace, g.extra_body, g.params, g.stream)
+        key = _as_key(g.affinity) or self.key_for(msgs, g.namespace)
+        call = Call("POST", "chat/completions", body=body, key=key, stream=g.stream)
+        session = g.session or _as_str(g.affinity)
+        return self.route(call, msgs, g.namespace, body.get("tools"), session)
 
-    def completion(
-        self,
-        prompt: str,
-        model: str | None,
-        namespace: str | None,
-        extra_body: Mapping[str, Any] | None,
-        affinity: str | bytes | None,
-        params: Mapping[str, Any],
-        stream: bool,
-        session: str | None = None,
-    ) -> Call:
-        body = self.body({"prompt": prompt}, model, namespace, extra_body, params, stream)
-        key = _as_key(affinity) or self.key_for(prompt, namespace)
-        call = Call("POST", "completions", body=body, key=key, stream=stream)
-        return self.route(call, prompt, namespace, None, session or _as_str(affinity))
+    def completion(self, prompt: str, g: Generation) -> Call:
+        """A ``/completions`` call, routed by its text."""
+        body = self.body({"prompt": prompt}, g.model, g.namespace, g.extra_body, g.params, g.stream)
+        key = _as_key(g.affinity) or self.key_for(prompt, g.namespace)
+        call = Call("POST", "completions", body=body, key=key, stream=g.stream)
+        return self.route(call, prompt, g.namespace, None, g.session or _as_str(g.affinity))
 
     def tokenize(
         self,
@@ -206,10 +212,8 @@ class CallBuilder:
         """A 1-token request for ``prefix``, pinned to ``ep`` (no failover, usage not
         recorded: a warm-up is not traffic)."""
         params = {"max_tokens": 1, "temperature": 0.0}
-        if isinstance(prefix, str):
-            call = self.completion(prefix, model, namespace, None, None, params, False)
-        else:
-            call = self.chat(prefix, model, namespace, None, None, params, False)
+        g = Generation(model, namespace, params=params)
+        call = self.completion(prefix, g) if isinstance(prefix, str) else self.chat(prefix, g)
         call.key, call.pinned, call.record = None, ep, False
         return call
 

@@ -44,7 +44,7 @@ from agent_cache.vllm.metrics import parse_load_metrics
 CAPACITY_DEADBAND = 0.01
 POLICIES = ("prefix", "affinity", "least_loaded", "round_robin")
 
-__all__ = ["Call", "Dispatcher", "UsageSink"]
+__all__ = ["Call", "DispatchOptions", "Dispatcher", "UsageSink"]
 
 log = logging.getLogger("agent_cache.vllm")
 
@@ -106,136 +106,151 @@ class _Attempts:
     last_error: BaseException | None = None
 
 
+@dataclass(frozen=True)
+class DispatchOptions:
+    """A :class:`Dispatcher`'s settings: the :class:`VllmRouter` arguments it acts on."""
+
+    policy: str
+    timeout: float
+    generation_timeout: float
+    connect_timeout: float
+    total_timeout: float
+    max_attempts: int | None
+    backoff_initial: float
+    backoff_max: float
+    breaker_threshold: int
+    breaker_reset: float
+    load_factor: float
+    load_window: int
+    clock: Callable[[], float]
+    sink: UsageSink | None
+    api_key: str | None
+    capacity_tokens: int | Sequence[int | None] | None = None
+    block_chars: int = 64
+    ratio: CharsPerToken | None = None
+    load_weight: float = 1.0
+    prefill_rate: float = 32_000.0
+    metrics_interval: float | None = None
+    metrics_timeout: float = 2.0
+    kv_events: Sequence[str | None] | None = None
+    kv_block_size: int = 16
+    kv_dp_ranks: int | Sequence[int] = 1
+    kv_replay: Sequence[str | None] | None = None
+    kv_speculative_ttl: float = 5.0
+
+
+def _check_options(endpoints: Sequence[str], o: DispatchOptions) -> None:
+    if not endpoints:
+        raise ConfigurationError("VllmRouter needs at least one endpoint")
+    if o.policy not in POLICIES:
+        raise ConfigurationError(f"policy must be one of {POLICIES}, not {o.policy!r}")
+    if min(o.timeout, o.generation_timeout, o.connect_timeout, o.total_timeout) <= 0:
+        raise ConfigurationError(
+            "timeout, generation_timeout, connect_timeout and total_timeout must be > 0"
+        )
+    if o.max_attempts is not None and o.max_attempts < 1:
+        raise ConfigurationError("max_attempts must be >= 1")
+    if o.backoff_initial < 0 or o.backoff_max < 0:
+        raise ConfigurationError("backoff times must be >= 0")
+
+
+def _per_endpoint(value: Any, n: int, name: str) -> list[Any]:
+    """``value`` as one entry per endpoint: a sequence as given, else ``n`` copies."""
+    values = list(value) if isinstance(value, Sequence) else [value] * n
+    if len(values) != n:
+        raise ConfigurationError(f"{name} needs one entry per endpoint")
+    return values
+
+
+def _kv_subscribers(
+    o: DispatchOptions, n: int
+) -> tuple[KvEventIndex | None, list[KvEventSubscriber]]:
+    """The KV-event index and one subscriber per watched replica and data-parallel rank
+    (none without ``kv_events``)."""
+    if o.kv_events is None:
+        return None, []
+    kv_events = o.kv_events
+    if len(kv_events) != n:
+        raise ConfigurationError("kv_events needs one address (or None) per endpoint")
+    ranks = list(o.kv_dp_ranks) if isinstance(o.kv_dp_ranks, Sequence) else [o.kv_dp_ranks] * n
+    replay = list(o.kv_replay) if o.kv_replay is not None else [None] * n
+    if len(ranks) != n or len(replay) != n:
+        raise ConfigurationError("kv_dp_ranks and kv_replay need one entry per endpoint")
+    if min(ranks) < 1:
+        raise ConfigurationError("kv_dp_ranks must be >= 1")
+    index = KvEventIndex(
+        n,
+        block_size=o.kv_block_size,
+        speculative_ttl=o.kv_speculative_ttl,
+        clock=o.clock,
+        watched=[addr is not None for addr in kv_events],
+    )
+    # data-parallel rank k publishes on the port plus k (vLLM's offset_endpoint_port)
+    subscribers = [
+        KvEventSubscriber(
+            offset_endpoint_port(addr, rank),
+            i,
+            index,
+            rank=rank,
+            replay=offset_endpoint_port(rep, rank) if rep is not None else None,
+        )
+        for i, (addr, rep) in enumerate(zip(kv_events, replay, strict=True))
+        if addr is not None
+        for rank in range(ranks[i])
+    ]
+    return index, subscribers
+
+
 class Dispatcher:
     """Endpoint state and the retry loops (internal; owned by :class:`VllmRouter`)."""
 
-    def __init__(
-        self,
-        endpoints: Sequence[str],
-        *,
-        policy: str,
-        timeout: float,
-        generation_timeout: float,
-        connect_timeout: float,
-        total_timeout: float,
-        max_attempts: int | None,
-        backoff_initial: float,
-        backoff_max: float,
-        breaker_threshold: int,
-        breaker_reset: float,
-        load_factor: float,
-        load_window: int,
-        clock: Callable[[], float],
-        sink: UsageSink | None,
-        api_key: str | None,
-        capacity_tokens: int | Sequence[int | None] | None = None,
-        block_chars: int = 64,
-        ratio: CharsPerToken | None = None,
-        load_weight: float = 1.0,
-        prefill_rate: float = 32_000.0,
-        metrics_interval: float | None = None,
-        metrics_timeout: float = 2.0,
-        kv_events: Sequence[str | None] | None = None,
-        kv_block_size: int = 16,
-        kv_dp_ranks: int | Sequence[int] = 1,
-        kv_replay: Sequence[str | None] | None = None,
-        kv_speculative_ttl: float = 5.0,
-    ) -> None:
-        if not endpoints:
-            raise ConfigurationError("VllmRouter needs at least one endpoint")
-        if policy not in POLICIES:
-            raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
-        if min(timeout, generation_timeout, connect_timeout, total_timeout) <= 0:
-            raise ConfigurationError(
-                "timeout, generation_timeout, connect_timeout and total_timeout must be > 0"
-            )
-        if max_attempts is not None and max_attempts < 1:
-            raise ConfigurationError("max_attempts must be >= 1")
-        if backoff_initial < 0 or backoff_max < 0:
-            raise ConfigurationError("backoff times must be >= 0")
+    def __init__(self, endpoints: Sequence[str], o: DispatchOptions) -> None:
+        _check_options(endpoints, o)
         self.endpoints = [
-            Endpoint(url, CircuitBreaker(breaker_threshold, breaker_reset, clock))
+            Endpoint(url, CircuitBreaker(o.breaker_threshold, o.breaker_reset, o.clock))
             for url in endpoints
         ]
         urls = [e.base_url for e in self.endpoints]
         if len(set(urls)) != len(urls):
             raise ConfigurationError(f"duplicate endpoints in {urls}")
         self.urls = urls
-        self.policy = policy
-        self.timeout = timeout
-        self.generation_timeout = generation_timeout
-        self.connect_timeout = connect_timeout
-        self.total_timeout = total_timeout
-        self.max_attempts = max_attempts or len(self.endpoints) + 2
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
-        self.clock = clock
-        self.sink = sink
-        self.api_key = api_key
+        self.policy = o.policy
+        self.timeout = o.timeout
+        self.generation_timeout = o.generation_timeout
+        self.connect_timeout = o.connect_timeout
+        self.total_timeout = o.total_timeout
+        self.max_attempts = o.max_attempts or len(self.endpoints) + 2
+        self.backoff_initial = o.backoff_initial
+        self.backoff_max = o.backoff_max
+        self.clock = o.clock
+        self.sink = o.sink
+        self.api_key = o.api_key
         self.lock = threading.Lock()
-        self.block_chars = block_chars
-        self.ratio = ratio if ratio is not None else CharsPerToken(4.0)
+        self.block_chars = o.block_chars
+        self.ratio = o.ratio if o.ratio is not None else CharsPerToken(4.0)
         self._capacity_cpt = self.ratio.value  # the ratio the capacity was set with
-        caps = (
-            list(capacity_tokens)
-            if isinstance(capacity_tokens, Sequence)
-            else [capacity_tokens] * len(self.endpoints)
-        )
-        if len(caps) != len(self.endpoints):
-            raise ConfigurationError("capacity_tokens needs one entry per endpoint")
+        caps = _per_endpoint(o.capacity_tokens, len(self.endpoints), "capacity_tokens")
         # KV capacity in tokens per replica (set, or learned from /metrics); the tree's
         # capacity in blocks follows it and the characters-per-token estimate
         self._capacity_tokens: list[int | None] = caps
-        self.load = BoundedLoad(len(self.endpoints), load_factor=load_factor, window=load_window)
+        self.load = BoundedLoad(
+            len(self.endpoints), load_factor=o.load_factor, window=o.load_window
+        )
         self.chooser = PrefixChooser(
             len(self.endpoints),
             capacity_blocks=[self._blocks(c) for c in caps],
-            load_weight=load_weight,
-            prefill_rate=prefill_rate,
-            load_factor=load_factor,
-            metrics_ttl=max(30.0, 3 * (metrics_interval or 0.0)),
-            clock=clock,
+            load_weight=o.load_weight,
+            prefill_rate=o.prefill_rate,
+            load_factor=o.load_factor,
+            metrics_ttl=max(30.0, 3 * (o.metrics_interval or 0.0)),
+            clock=o.clock,
         )
-        self.learn_capacity = capacity_tokens is None
-        self.metrics_interval = metrics_interval
-        self.metrics_timeout = metrics_timeout
+        self.learn_capacity = o.capacity_tokens is None
+        self.metrics_interval = o.metrics_interval
+        self.metrics_timeout = o.metrics_timeout
         self._metrics_due = 0.0
         self._metrics_lock = threading.Lock()
-        self.kv_index: KvEventIndex | None = None
-        self._subscribers: list[KvEventSubscriber] = []
-        if kv_events is not None:
-            if len(kv_events) != len(self.endpoints):
-                raise ConfigurationError("kv_events needs one address (or None) per endpoint")
-            ranks = (
-                list(kv_dp_ranks)
-                if isinstance(kv_dp_ranks, Sequence)
-                else [kv_dp_ranks] * len(self.endpoints)
-            )
-            replay = list(kv_replay) if kv_replay is not None else [None] * len(self.endpoints)
-            if len(ranks) != len(self.endpoints) or len(replay) != len(self.endpoints):
-                raise ConfigurationError("kv_dp_ranks and kv_replay need one entry per endpoint")
-            if min(ranks) < 1:
-                raise ConfigurationError("kv_dp_ranks must be >= 1")
-            self.kv_index = KvEventIndex(
-                len(self.endpoints),
-                block_size=kv_block_size,
-                speculative_ttl=kv_speculative_ttl,
-                clock=clock,
-                watched=[addr is not None for addr in kv_events],
-            )
-            # data-parallel rank k publishes on the port plus k (vLLM's offset_endpoint_port)
-            self._subscribers = [
-                KvEventSubscriber(
-                    offset_endpoint_port(addr, rank),
-                    i,
-                    self.kv_index,
-                    rank=rank,
-                    replay=offset_endpoint_port(rep, rank) if rep is not None else None,
-                )
-                for i, (addr, rep) in enumerate(zip(kv_events, replay, strict=True))
-                if addr is not None
-                for rank in range(ranks[i])
-            ]
+        self.kv_index, self._subscribers = _kv_subscribers(o, len(self.endpoints))
         self._events_started = False
         self._rr = 0
 
@@ -627,6 +642,45 @@ class Dispatcher:
         )
 
     # ------------------------------------------------------------------ sync
+    def _attempts(self, call: Call) -> tuple[_Attempts, float]:
+        """A call's plan of endpoints and its start; no endpoint: the error."""
+        state = _Attempts(self._plan(call))
+        started = self.clock()
+        if not state.plan:
+            raise self._error(call, state)
+        return state, started
+
+    def _prepare(
+        self, client: httpx.Client | httpx.AsyncClient, call: Call, state: _Attempts, started: float
+    ) -> tuple[Endpoint, httpx.Request]:
+        """The next endpoint of the plan, taken, and the request to send it."""
+        ep = self._next(state)
+        self._begin(ep, call)
+        return ep, self._request(client, ep, call, self.attempt_timeout(call, started))
+
+    def _unsent(self, state: _Attempts, ep: Endpoint, exc: httpx.TransportError) -> _Retryable:
+        """A request that never got an answer: the endpoint released as failed."""
+        reason = f"{type(exc).__name__}: {exc}"
+        state.tried.append((ep, reason))
+        state.last_error = exc
+        self._release(ep, ok=False, reason=reason)
+        return _Retryable(ep, reason)
+
+    def _refusal(
+        self, state: _Attempts, ep: Endpoint, call: Call, resp: httpx.Response
+    ) -> _Retryable | None:
+        """:meth:`_judge`'s verdict: ``None``, or the retry (recorded as the call's last
+        error) that the caller raises once it closed ``resp``."""
+        try:
+            self._judge(ep, call, resp)
+        except _Retryable as exc:
+            state.tried.append((ep, exc.reason))
+            state.last_error = httpx.HTTPStatusError(
+                f"{exc.reason} from {ep.base_url}", request=resp.request, response=resp
+            )
+            return exc
+        return None
+
     def send(self, client: httpx.Client, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Send ``call``; retry, fail over; the response is read unless ``call.stream``.
 
@@ -639,10 +693,7 @@ class Dispatcher:
                 self.refresh(client)
             finally:
                 self._metrics_lock.release()
-        state = _Attempts(self._plan(call))
-        started = self.clock()
-        if not state.plan:
-            raise self._error(call, state)
+        state, started = self._attempts(call)
         try:
             for attempt in Retrying(**self._retrying_kwargs(state)):
                 with attempt:
@@ -654,26 +705,15 @@ class Dispatcher:
     def _attempt(
         self, client: httpx.Client, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
-        ep = self._next(state)
-        self._begin(ep, call)
-        request = self._request(client, ep, call, self.attempt_timeout(call, started))
+        ep, request = self._prepare(client, call, state, started)
         try:
             resp = client.send(request, stream=call.stream)
         except httpx.TransportError as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            state.tried.append((ep, reason))
-            state.last_error = exc
-            self._release(ep, ok=False, reason=reason)
-            raise _Retryable(ep, reason) from exc
-        try:
-            self._judge(ep, call, resp)
-        except _Retryable as exc:
-            state.tried.append((ep, exc.reason))
-            state.last_error = httpx.HTTPStatusError(
-                f"{exc.reason} from {ep.base_url}", request=resp.request, response=resp
-            )
+            raise self._unsent(state, ep, exc) from exc
+        refusal = self._refusal(state, ep, call, resp)
+        if refusal is not None:
             resp.close()
-            raise
+            raise refusal
         if call.stream and resp.status_code >= 400:
             resp.read()
             self._release(ep, ok=True)
@@ -688,10 +728,7 @@ class Dispatcher:
                 await self.arefresh(client)
             finally:
                 self._metrics_lock.release()
-        state = _Attempts(self._plan(call))
-        started = self.clock()
-        if not state.plan:
-            raise self._error(call, state)
+        state, started = self._attempts(call)
         try:
             async for attempt in AsyncRetrying(**self._retrying_kwargs(state)):
                 with attempt:
@@ -703,26 +740,15 @@ class Dispatcher:
     async def _aattempt(
         self, client: httpx.AsyncClient, call: Call, state: _Attempts, started: float
     ) -> tuple[httpx.Response, Endpoint]:
-        ep = self._next(state)
-        self._begin(ep, call)
-        request = self._request(client, ep, call, self.attempt_timeout(call, started))
+        ep, request = self._prepare(client, call, state, started)
         try:
             resp = await client.send(request, stream=call.stream)
         except httpx.TransportError as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            state.tried.append((ep, reason))
-            state.last_error = exc
-            self._release(ep, ok=False, reason=reason)
-            raise _Retryable(ep, reason) from exc
-        try:
-            self._judge(ep, call, resp)
-        except _Retryable as exc:
-            state.tried.append((ep, exc.reason))
-            state.last_error = httpx.HTTPStatusError(
-                f"{exc.reason} from {ep.base_url}", request=resp.request, response=resp
-            )
+            raise self._unsent(state, ep, exc) from exc
+        refusal = self._refusal(state, ep, call, resp)
+        if refusal is not None:
             await resp.aclose()
-            raise
+            raise refusal
         if call.stream and resp.status_code >= 400:
             await resp.aread()
             self._release(ep, ok=True)

@@ -32,6 +32,77 @@ class ServeFlag:
     why: str
 
 
+def _check_flags(
+    gpus: int,
+    port: int,
+    gpu_memory_utilization: float,
+    kv_events_port: int | None,
+    kv_replay_port: int | None,
+) -> None:
+    if gpus < 1:
+        raise ConfigurationError("gpus must be >= 1")
+    if not 0.0 < gpu_memory_utilization <= 1.0:
+        raise ConfigurationError("gpu_memory_utilization must be in (0, 1]")
+    ports = [p for p in (port, kv_events_port, kv_replay_port) if p is not None]
+    if any(not 0 < p < 65536 for p in ports) or len(set(ports)) != len(ports):
+        raise ConfigurationError(f"ports must be distinct and in 1..65535, not {ports}")
+    if kv_replay_port is not None and kv_events_port is None:
+        raise ConfigurationError("a replay port needs the KV-event publisher (kv_events_port)")
+
+
+def _kv_events_flag(kv_events_port: int, kv_replay_port: int | None) -> ServeFlag:
+    """``--kv-events-config``: the ZMQ publisher (and replay socket) the router reads."""
+    config: dict[str, object] = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": f"tcp://*:{kv_events_port}",
+        "topic": "",
+    }
+    if kv_replay_port is not None:
+        config["replay_endpoint"] = f"tcp://*:{kv_replay_port}"
+    replay = (
+        f"; kv_replay=['tcp://HOST:{kv_replay_port}'] reads the blocks cached before the "
+        "router started and catches up on lost batches"
+        if kv_replay_port is not None
+        else ""
+    )
+    return ServeFlag(
+        f"--kv-events-config {shlex.quote(json.dumps(config, separators=(',', ':')))}",
+        "publishes each stored and evicted KV block on ZMQ, so the router knows what "
+        f"every replica caches: VllmRouter(kv_events=['tcp://HOST:{kv_events_port}']) "
+        "(token ids from the server's /tokenize unless tokenizer= is given); "
+        f"data-parallel rank k publishes on the port plus k (kv_dp_ranks){replay}",
+    )
+
+
+def _sizing_flags(gpus: int, max_model_len: int | None, block_size: int | None) -> list[ServeFlag]:
+    """The flags only some deployments need: block size, tensor parallelism, context cap."""
+    flags: list[ServeFlag] = []
+    if block_size is not None:
+        flags.append(
+            ServeFlag(
+                f"--block-size {block_size}",
+                "overrides the attention backend's block size (default 16; MLA backends "
+                "force 64 or 128): only when the simulator must match a chosen size",
+            )
+        )
+    if gpus > 1:
+        flags.append(
+            ServeFlag(
+                f"--tensor-parallel-size {gpus}",
+                "shards the model over the GPUs; more free memory per GPU for KV blocks",
+            )
+        )
+    if max_model_len is not None:
+        flags.append(
+            ServeFlag(
+                f"--max-model-len {max_model_len}",
+                "caps the context; a smaller cap leaves more memory for cached blocks",
+            )
+        )
+    return flags
+
+
 def vllm_flags(
     model: str,
     *,
@@ -50,15 +121,7 @@ def vllm_flags(
         >>> [f.arg for f in vllm_flags("m")][:1]
         ['vllm serve m']
     """
-    if gpus < 1:
-        raise ConfigurationError("gpus must be >= 1")
-    if not 0.0 < gpu_memory_utilization <= 1.0:
-        raise ConfigurationError("gpu_memory_utilization must be in (0, 1]")
-    ports = [p for p in (port, kv_events_port, kv_replay_port) if p is not None]
-    if any(not 0 < p < 65536 for p in ports) or len(set(ports)) != len(ports):
-        raise ConfigurationError(f"ports must be distinct and in 1..65535, not {ports}")
-    if kv_replay_port is not None and kv_events_port is None:
-        raise ConfigurationError("a replay port needs the KV-event publisher (kv_events_port)")
+    _check_flags(gpus, port, gpu_memory_utilization, kv_events_port, kv_replay_port)
     flags = [
         ServeFlag(f"vllm serve {shlex.quote(model)}", "the OpenAI-compatible server"),
         ServeFlag(
@@ -83,52 +146,8 @@ def vllm_flags(
         ),
     ]
     if kv_events_port is not None:
-        config: dict[str, object] = {
-            "enable_kv_cache_events": True,
-            "publisher": "zmq",
-            "endpoint": f"tcp://*:{kv_events_port}",
-            "topic": "",
-        }
-        if kv_replay_port is not None:
-            config["replay_endpoint"] = f"tcp://*:{kv_replay_port}"
-        replay = (
-            f"; kv_replay=['tcp://HOST:{kv_replay_port}'] reads the blocks cached before the "
-            "router started and catches up on lost batches"
-            if kv_replay_port is not None
-            else ""
-        )
-        flags.append(
-            ServeFlag(
-                f"--kv-events-config {shlex.quote(json.dumps(config, separators=(',', ':')))}",
-                "publishes each stored and evicted KV block on ZMQ, so the router knows what "
-                f"every replica caches: VllmRouter(kv_events=['tcp://HOST:{kv_events_port}']) "
-                "(token ids from the server's /tokenize unless tokenizer= is given); "
-                f"data-parallel rank k publishes on the port plus k (kv_dp_ranks){replay}",
-            )
-        )
-    if block_size is not None:
-        flags.append(
-            ServeFlag(
-                f"--block-size {block_size}",
-                "overrides the attention backend's block size (default 16; MLA backends "
-                "force 64 or 128): only when the simulator must match a chosen size",
-            )
-        )
-    if gpus > 1:
-        flags.append(
-            ServeFlag(
-                f"--tensor-parallel-size {gpus}",
-                "shards the model over the GPUs; more free memory per GPU for KV blocks",
-            )
-        )
-    if max_model_len is not None:
-        flags.append(
-            ServeFlag(
-                f"--max-model-len {max_model_len}",
-                "caps the context; a smaller cap leaves more memory for cached blocks",
-            )
-        )
-    return flags
+        flags.append(_kv_events_flag(kv_events_port, kv_replay_port))
+    return flags + _sizing_flags(gpus, max_model_len, block_size)
 
 
 def vllm_command(

@@ -17,19 +17,37 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, Literal
 
 import httpx
 
+from agent_cache._flow import Flow, Op, run_async, run_sync
 from agent_cache.errors import BackendError, ConfigurationError
-from agent_cache.vllm._calls import CallBuilder, Message, Prefix, json_body, status_error, token_ids
+from agent_cache.vllm._calls import (
+    CallBuilder,
+    Generation,
+    Message,
+    Prefix,
+    json_body,
+    status_error,
+    token_ids,
+)
 from agent_cache.vllm._channel import NAMESPACE_HEADER, SESSION_HEADER, Channel
-from agent_cache.vllm._dispatch import Call, Dispatcher, UsageSink
+from agent_cache.vllm._dispatch import Call, Dispatcher, DispatchOptions, UsageSink
 from agent_cache.vllm._endpoint import Endpoint, EndpointStats
 from agent_cache.vllm._protocol import chunk_usage, parse_sse_line, stream_error
 from agent_cache.vllm._ratio import CharsPerToken
@@ -41,6 +59,40 @@ from agent_cache.vllm.transport import AsyncRoutingTransport, RoutingTransport
 __all__ = ["NAMESPACE_HEADER", "SESSION_HEADER", "VllmRouter"]
 
 log = logging.getLogger("agent_cache.vllm")
+
+
+def _checked_ratio(given: Mapping[str, Any]) -> CharsPerToken:
+    """The characters-per-token estimate, once the router's own arguments are checked
+    (the dispatcher checks the rest)."""
+    if isinstance(given["endpoints"], str):
+        raise ConfigurationError("endpoints must be a list of base URLs, not one string")
+    if given["affinity_depth"] < 0 or given["affinity_skip"] < 0:
+        raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
+    if given["prefix_block_chars"] < 1:
+        raise ConfigurationError("prefix_block_chars must be >= 1")
+    ratio = CharsPerToken(given["chars_per_token"])  # ConfigurationError unless > 0 or None
+    metrics_interval = given["metrics_interval"]
+    if metrics_interval is not None and metrics_interval <= 0:
+        raise ConfigurationError("metrics_interval must be > 0 or None")
+    return ratio
+
+
+# the router's arguments a dispatcher takes under the same name
+_DISPATCH_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(DispatchOptions)
+    if f.name not in ("sink", "block_chars", "ratio", "metrics_timeout")
+)
+
+
+def _dispatch_options(given: Mapping[str, Any], ratio: CharsPerToken) -> DispatchOptions:
+    return DispatchOptions(
+        **{name: given[name] for name in _DISPATCH_FIELDS},
+        sink=given["cache"],
+        block_chars=given["prefix_block_chars"],
+        ratio=ratio,
+        metrics_timeout=given["health_timeout"],
+    )
 
 
 class VllmRouter:
@@ -178,45 +230,9 @@ class VllmRouter:
         health_timeout: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if isinstance(endpoints, str):
-            raise ConfigurationError("endpoints must be a list of base URLs, not one string")
-        if affinity_depth < 0 or affinity_skip < 0:
-            raise ConfigurationError("affinity_depth and affinity_skip must be >= 0")
-        if prefix_block_chars < 1:
-            raise ConfigurationError("prefix_block_chars must be >= 1")
-        ratio = CharsPerToken(chars_per_token)  # ConfigurationError unless > 0 or None
-        if metrics_interval is not None and metrics_interval <= 0:
-            raise ConfigurationError("metrics_interval must be > 0 or None")
-        self._d = Dispatcher(
-            endpoints,
-            policy=policy,
-            timeout=timeout,
-            generation_timeout=generation_timeout,
-            connect_timeout=connect_timeout,
-            total_timeout=total_timeout,
-            max_attempts=max_attempts,
-            backoff_initial=backoff_initial,
-            backoff_max=backoff_max,
-            breaker_threshold=breaker_threshold,
-            breaker_reset=breaker_reset,
-            load_factor=load_factor,
-            load_window=load_window,
-            clock=clock,
-            sink=cache,
-            api_key=api_key,
-            capacity_tokens=capacity_tokens,
-            block_chars=prefix_block_chars,
-            ratio=ratio,
-            load_weight=load_weight,
-            prefill_rate=prefill_rate,
-            metrics_interval=metrics_interval,
-            metrics_timeout=health_timeout,
-            kv_events=kv_events,
-            kv_block_size=kv_block_size,
-            kv_dp_ranks=kv_dp_ranks,
-            kv_replay=kv_replay,
-            kv_speculative_ttl=kv_speculative_ttl,
-        )
+        given = {k: v for k, v in locals().items() if k != "self"}  # the arguments, by name
+        ratio = _checked_ratio(given)
+        self._d = Dispatcher(endpoints, _dispatch_options(given, ratio))
         self.policy = policy
         self.health_timeout = health_timeout
         secret = salt_secret if salt_secret is not None else os.urandom(32)
@@ -231,6 +247,7 @@ class VllmRouter:
         )
         self._warmups = WarmupBook(self._d, self._calls, policy)
         self._channel = Channel(self._d, self._calls, client=client, async_client=async_client)
+        self._probe = _Probe(self)
 
     # ------------------------------------------------------------------ basics
     @property
@@ -351,11 +368,8 @@ class VllmRouter:
             >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
             {'id': ..., 'choices': [...], 'usage': {...}}
         """
-        call = self._calls.chat(
-            messages, model, namespace, extra_body, affinity_key, params, False, session_id
-        )
-        resp, ep = self._channel.send(call)
-        return json_body(resp, ep)
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*self._channel.send(self._calls.chat(messages, g)))
 
     def complete(
         self,
@@ -373,11 +387,8 @@ class VllmRouter:
         Example:
             >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
         """
-        call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
-        )
-        resp, ep = self._channel.send(call)
-        return json_body(resp, ep)
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*self._channel.send(self._calls.completion(prompt, g)))
 
     def stream_chat(
         self,
@@ -404,31 +415,8 @@ class VllmRouter:
             >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
             ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
         """
-        call = self._calls.chat(
-            messages, model, namespace, extra_body, affinity_key, params, True, session_id
-        )
-        resp, ep = self._channel.send(call)
-        if resp.status_code >= 400:
-            raise status_error(resp, ep)
-        usage: Any = None
-        failed = False
-        try:
-            for line in resp.iter_lines():
-                chunk = parse_sse_line(line)
-                if chunk is None:
-                    continue
-                problem = stream_error(chunk)
-                if problem is not None:
-                    failed = True
-                    raise _stream_failed(ep, problem)
-                usage = chunk_usage(chunk) or usage
-                yield chunk
-        except httpx.HTTPError as exc:
-            failed = True
-            raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
-        finally:
-            resp.close()
-            self._channel.end_stream(ep, usage, failed=failed, call=call)
+        g = Generation(model, namespace, extra_body, affinity_key, params, True, session_id)
+        yield from _ChunkStream(self._channel, self._calls.chat(messages, g)).chunks()
 
     def tokenize(
         self,
@@ -450,14 +438,9 @@ class VllmRouter:
             >>> router.tokenize("Hello world")  # doctest: +SKIP
             [9906, 1917]
         """
-        call = self._calls.tokenize(
-            prompt,
-            model,
-            add_special_tokens,
-            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
-        )
-        resp, ep = self._channel.send(call)
-        return token_ids(json_body(resp, ep), ep)
+        fields = _chat_fields(tools, chat_template_kwargs, add_generation_prompt)
+        call = self._calls.tokenize(prompt, model, add_special_tokens, fields)
+        return _token_ids(*self._channel.send(call))
 
     def models(self) -> list[str]:
         """The model ids the servers serve (``GET /models`` under the API base, on the
@@ -481,11 +464,13 @@ class VllmRouter:
             >>> router.metrics()["http://gpu-1:8000/v1"].hit_rate  # doctest: +SKIP
             0.42
         """
+        return run_sync(self._metrics_flow())
+
+    def _metrics_flow(self) -> Flow[dict[str, PrefixCacheMetrics | None]]:
         out: dict[str, PrefixCacheMetrics | None] = {}
-        client = self._channel.client()
         for ep in self._d.endpoints:
             try:
-                resp = client.get(ep.url_for("metrics", root=True), timeout=self.health_timeout)
+                resp = yield Op(self._probe, "get", (ep, "metrics"))
                 out[ep.base_url] = (
                     parse_prefix_cache_metrics(resp.text) if resp.status_code == 200 else None
                 )
@@ -505,17 +490,19 @@ class VllmRouter:
             >>> router.check_health()  # doctest: +SKIP
             {'http://gpu-1:8000/v1': True, 'http://gpu-2:8000/v1': False}
         """
-        client = self._channel.client()
+        return run_sync(self._health_flow())
+
+    def _health_flow(self) -> Flow[dict[str, bool]]:
         out: dict[str, bool] = {}
         for ep in self._d.endpoints:
             try:
-                resp = client.get(ep.url_for("health", root=True), timeout=self.health_timeout)
+                resp = yield Op(self._probe, "get", (ep, "health"))
                 ok = resp.status_code < 500
             except httpx.HTTPError:
                 ok = False
             out[ep.base_url] = ok
             self._apply_health(ep, ok)
-        self.rewarm()
+        yield Op(self, "rewarm")
         return out
 
     def warm_prefixes(
@@ -547,20 +534,23 @@ class VllmRouter:
             3
         """
         items = [self._warmups.remember(p, model, namespace) for p in prefixes]
-        return sum(self._warm_one(ep, item) for ep, item in self._warmups.plan(items))
+        return run_sync(self._warm_flow(self._warmups.plan(items)))
 
     def rewarm(self) -> int:
         """Send the remembered prefixes to endpoints that came back; returns successes."""
-        return sum(self._warm_one(ep, item) for ep, item in self._warmups.recovered())
+        return run_sync(self._warm_flow(self._warmups.recovered()))
 
-    def _warm_one(self, ep: Endpoint, item: Item) -> int:
-        try:
-            resp, used = self._channel.send(self._calls.warm(ep, *item))
-            json_body(resp, used)
-            return 1
-        except BackendError as exc:
-            log.warning("warm-up on %s failed: %s", ep.base_url, exc)
-            return 0
+    def _warm_flow(self, planned: Iterable[tuple[Endpoint, Item]]) -> Flow[int]:
+        """Send each warm-up; the number that succeeded (a failure is logged)."""
+        done = 0
+        for ep, item in planned:
+            try:
+                resp, used = yield Op(self._channel, "send", (self._calls.warm(ep, *item),))
+                json_body(resp, used)
+                done += 1
+            except BackendError as exc:
+                log.warning("warm-up on %s failed: %s", ep.base_url, exc)
+        return done
 
     def close(self) -> None:
         """Close the sync client if the router created it (a passed-in one stays open),
@@ -596,11 +586,8 @@ class VllmRouter:
         Example:
             >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
         """
-        call = self._calls.chat(
-            messages, model, namespace, extra_body, affinity_key, params, False, session_id
-        )
-        resp, ep = await self._channel.asend(call)
-        return json_body(resp, ep)
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*await self._channel.asend(self._calls.chat(messages, g)))
 
     async def acomplete(
         self,
@@ -614,11 +601,8 @@ class VllmRouter:
         **params: Any,
     ) -> dict[str, Any]:
         """Async twin of :meth:`complete`."""
-        call = self._calls.completion(
-            prompt, model, namespace, extra_body, affinity_key, params, False, session_id
-        )
-        resp, ep = await self._channel.asend(call)
-        return json_body(resp, ep)
+        g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
+        return json_body(*await self._channel.asend(self._calls.completion(prompt, g)))
 
     async def astream_chat(
         self,
@@ -632,31 +616,10 @@ class VllmRouter:
         **params: Any,
     ) -> AsyncIterator[dict[str, Any]]:
         """Async twin of :meth:`stream_chat`."""
-        call = self._calls.chat(
-            messages, model, namespace, extra_body, affinity_key, params, True, session_id
-        )
-        resp, ep = await self._channel.asend(call)
-        if resp.status_code >= 400:
-            raise status_error(resp, ep)
-        usage: Any = None
-        failed = False
-        try:
-            async for line in resp.aiter_lines():
-                chunk = parse_sse_line(line)
-                if chunk is None:
-                    continue
-                problem = stream_error(chunk)
-                if problem is not None:
-                    failed = True
-                    raise _stream_failed(ep, problem)
-                usage = chunk_usage(chunk) or usage
+        g = Generation(model, namespace, extra_body, affinity_key, params, True, session_id)
+        async with _ChunkStream(self._channel, self._calls.chat(messages, g)) as chunks:
+            async for chunk in chunks:
                 yield chunk
-        except httpx.HTTPError as exc:
-            failed = True
-            raise BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url) from exc
-        finally:
-            await resp.aclose()
-            self._channel.end_stream(ep, usage, failed=failed, call=call)
 
     async def atokenize(
         self,
@@ -669,14 +632,9 @@ class VllmRouter:
         add_generation_prompt: bool | None = None,
     ) -> list[int]:
         """Async twin of :meth:`tokenize`."""
-        call = self._calls.tokenize(
-            prompt,
-            model,
-            add_special_tokens,
-            _chat_fields(tools, chat_template_kwargs, add_generation_prompt),
-        )
-        resp, ep = await self._channel.asend(call)
-        return token_ids(json_body(resp, ep), ep)
+        fields = _chat_fields(tools, chat_template_kwargs, add_generation_prompt)
+        call = self._calls.tokenize(prompt, model, add_special_tokens, fields)
+        return _token_ids(*await self._channel.asend(call))
 
     async def amodels(self) -> list[str]:
         """Async twin of :meth:`models`."""
@@ -685,37 +643,11 @@ class VllmRouter:
 
     async def ametrics(self) -> dict[str, PrefixCacheMetrics | None]:
         """Async twin of :meth:`metrics`."""
-        out: dict[str, PrefixCacheMetrics | None] = {}
-        client = self._channel.async_client()
-        for ep in self._d.endpoints:
-            try:
-                resp = await client.get(
-                    ep.url_for("metrics", root=True), timeout=self.health_timeout
-                )
-                out[ep.base_url] = (
-                    parse_prefix_cache_metrics(resp.text) if resp.status_code == 200 else None
-                )
-            except httpx.HTTPError as exc:
-                log.warning("metrics of %s unreadable: %r", ep.base_url, exc)
-                out[ep.base_url] = None
-        return out
+        return await run_async(self._metrics_flow())
 
     async def acheck_health(self) -> dict[str, bool]:
         """Async twin of :meth:`check_health`."""
-        client = self._channel.async_client()
-        out: dict[str, bool] = {}
-        for ep in self._d.endpoints:
-            try:
-                resp = await client.get(
-                    ep.url_for("health", root=True), timeout=self.health_timeout
-                )
-                ok = resp.status_code < 500
-            except httpx.HTTPError:
-                ok = False
-            out[ep.base_url] = ok
-            self._apply_health(ep, ok)
-        await self.arewarm()
-        return out
+        return await run_async(self._health_flow())
 
     async def awarm_prefixes(
         self,
@@ -726,26 +658,11 @@ class VllmRouter:
     ) -> int:
         """Async twin of :meth:`warm_prefixes`."""
         items = [self._warmups.remember(p, model, namespace) for p in prefixes]
-        done = 0
-        for ep, item in self._warmups.plan(items):
-            done += await self._awarm_one(ep, item)
-        return done
+        return await run_async(self._warm_flow(self._warmups.plan(items)))
 
     async def arewarm(self) -> int:
         """Async twin of :meth:`rewarm`."""
-        done = 0
-        for ep, item in self._warmups.recovered():
-            done += await self._awarm_one(ep, item)
-        return done
-
-    async def _awarm_one(self, ep: Endpoint, item: Item) -> int:
-        try:
-            resp, used = await self._channel.asend(self._calls.warm(ep, *item))
-            json_body(resp, used)
-            return 1
-        except BackendError as exc:
-            log.warning("warm-up on %s failed: %s", ep.base_url, exc)
-            return 0
+        return await run_async(self._warm_flow(self._warmups.recovered()))
 
     async def aclose(self) -> None:
         """Close the clients the router created (passed-in ones stay open)."""
@@ -836,3 +753,89 @@ def _chat_fields(
         "chat_template_kwargs": dict(template_kwargs) if template_kwargs is not None else None,
         "add_generation_prompt": add_generation_prompt,
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """A GET of an endpoint's server-root path (``/health``, ``/metrics``) with the
+    router's own client and ``health_timeout``, for the flows both drivers run."""
+
+    router: VllmRouter
+
+    def get(self, ep: Endpoint, path: str) -> httpx.Response:
+        client = self.router.channel.client()
+        return client.get(ep.url_for(path, root=True), timeout=self.router.health_timeout)
+
+    async def aget(self, ep: Endpoint, path: str) -> httpx.Response:
+        client = self.router.channel.async_client()
+        return await client.get(ep.url_for(path, root=True), timeout=self.router.health_timeout)
+
+
+class _ChunkStream:
+    """A streamed chat completion's parsed chunks (:meth:`chunks`, or ``async with`` it
+    for an async iterator closed on the way out): usage noted on the way, an error event
+    or a broken connection the replica's failure."""
+
+    def __init__(self, channel: Channel, call: Call) -> None:
+        self._channel, self._call = channel, call
+        self._usage: Any = None
+        self._failed = False
+        self._achunks: AsyncGenerator[dict[str, Any], None] | None = None
+
+    async def __aenter__(self) -> AsyncIterator[dict[str, Any]]:
+        self._achunks = self._async_chunks()
+        return self._achunks
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._achunks is not None:
+            await self._achunks.aclose()
+
+    def _chunk(self, ep: Endpoint, line: str) -> dict[str, Any] | None:
+        chunk = parse_sse_line(line)
+        if chunk is None:
+            return None
+        problem = stream_error(chunk)
+        if problem is not None:
+            self._failed = True
+            raise _stream_failed(ep, problem)
+        self._usage = chunk_usage(chunk) or self._usage
+        return chunk
+
+    def _broke(self, ep: Endpoint, exc: httpx.HTTPError) -> BackendError:
+        self._failed = True
+        return BackendError(f"stream broke: {exc!r}", endpoint=ep.base_url)
+
+    def _end(self, ep: Endpoint) -> None:
+        self._channel.end_stream(ep, self._usage, failed=self._failed, call=self._call)
+
+    def chunks(self) -> Iterator[dict[str, Any]]:
+        resp, ep = self._channel.send(self._call)
+        if resp.status_code >= 400:
+            raise status_error(resp, ep)
+        try:
+            for line in resp.iter_lines():
+                if (chunk := self._chunk(ep, line)) is not None:
+                    yield chunk
+        except httpx.HTTPError as exc:
+            raise self._broke(ep, exc) from exc
+        finally:
+            resp.close()
+            self._end(ep)
+
+    async def _async_chunks(self) -> AsyncGenerator[dict[str, Any], None]:
+        resp, ep = await self._channel.asend(self._call)
+        if resp.status_code >= 400:
+            raise status_error(resp, ep)
+        try:
+            async for line in resp.aiter_lines():
+                if (chunk := self._chunk(ep, line)) is not None:
+                    yield chunk
+        except httpx.HTTPError as exc:
+            raise self._broke(ep, exc) from exc
+        finally:
+            await resp.aclose()
+            self._end(ep)
+
+
+def _token_ids(resp: httpx.Response, ep: Endpoint) -> list[int]:
+    return token_ids(json_body(resp, ep), ep)

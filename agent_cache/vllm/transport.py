@@ -64,12 +64,7 @@ def _to_call(
         if k.lower() not in _DROP_REQUEST_HEADERS
         and k.lower() not in (NAMESPACE_HEADER, SESSION_HEADER)
     }
-    path = request.url.path
-    rel, root = path, True
-    for api in channel.api_paths:
-        if api and (path == api or path.startswith(api + "/")):
-            rel, root = path[len(api) :], False
-            break
+    rel, root = _rebase(channel, request.url.path)
     call = Call(
         request.method, rel, root=root, headers=headers, params=request.url.query.decode("ascii")
     )
@@ -94,19 +89,7 @@ def _to_call(
     else:
         data.pop("stream_options", None)
     call.body = data
-    prompt: Any = None
-    if responses:
-        prompt = _responses_messages(data)
-    elif isinstance(data.get("messages"), list):
-        prompt = data["messages"]
-    elif isinstance(data.get("prompt"), str):
-        prompt = data["prompt"]
-    elif isinstance(data.get("prompt"), list) and data["prompt"]:
-        first = data["prompt"][0]
-        if isinstance(first, str):
-            prompt = first
-        elif isinstance(first, int):
-            prompt = [int(t) for t in data["prompt"]]
+    prompt = _responses_messages(data) if responses else _prompt(data)
     if prompt is not None:
         channel.route(call, prompt, ns, data.get("tools"), session)
         batch = data.get("prompt")
@@ -115,6 +98,30 @@ def _to_call(
             texts = [p for p in batch if isinstance(p, str)]
             call.prompt_chars = sum(map(len, texts)) if len(texts) == len(batch) else None
     return call
+
+
+def _rebase(channel: Channel, path: str) -> tuple[str, bool]:
+    """``path`` relative to the API base it is under, or itself and ``True`` (the root)."""
+    for api in channel.api_paths:
+        if api and (path == api or path.startswith(api + "/")):
+            return path[len(api) :], False
+    return path, True
+
+
+def _prompt(data: dict[str, Any]) -> Any:
+    """What a chat or text completion body routes by: its messages, its (first) text
+    prompt, its token ids; ``None`` when it holds none of them."""
+    if isinstance(data.get("messages"), list):
+        return data["messages"]
+    if isinstance(data.get("prompt"), str):
+        return data["prompt"]
+    if isinstance(data.get("prompt"), list) and data["prompt"]:
+        first = data["prompt"][0]
+        if isinstance(first, str):
+            return first
+        if isinstance(first, int):
+            return [int(t) for t in data["prompt"]]
+    return None
 
 
 def _responses_messages(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -142,14 +149,24 @@ def _headers(resp: httpx.Response) -> list[tuple[str, str]]:
     return [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in HOP_HEADERS]
 
 
-class _Relay(httpx.SyncByteStream):
-    """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
+class _Relayed:
+    """A relay's state: the replica's response, the usage sniffed, failed, finished."""
 
     def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
         self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
         self._sniffer = SseUsageSniffer()
         self._failed = False
         self._done = False
+
+    def _finish(self) -> None:
+        """After the response closed: the usage sniffed, and whether the stream failed."""
+        self._sniffer.close()
+        failed = self._failed or self._sniffer.error is not None
+        self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
+
+
+class _Relay(_Relayed, httpx.SyncByteStream):
+    """Hands a replica's stream on, sniffing ``usage``; finishing it frees the replica."""
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -164,17 +181,11 @@ class _Relay(httpx.SyncByteStream):
         if not self._done:
             self._done = True
             self._resp.close()
-            self._sniffer.close()
-            failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
+            self._finish()
 
 
-class _AsyncRelay(httpx.AsyncByteStream):
-    def __init__(self, channel: Channel, resp: httpx.Response, ep: Endpoint, call: Call) -> None:
-        self._channel, self._resp, self._ep, self._call = channel, resp, ep, call
-        self._sniffer = SseUsageSniffer()
-        self._failed = False
-        self._done = False
+class _AsyncRelay(_Relayed, httpx.AsyncByteStream):
+    """Async twin of :class:`_Relay`."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -189,12 +200,25 @@ class _AsyncRelay(httpx.AsyncByteStream):
         if not self._done:
             self._done = True
             await self._resp.aclose()
-            self._sniffer.close()
-            failed = self._failed or self._sniffer.error is not None
-            self._channel.end_stream(self._ep, self._sniffer.usage, failed=failed, call=self._call)
+            self._finish()
 
 
-class RoutingTransport(httpx.BaseTransport):
+class _Routed:
+    """What both transports hold: the router's channel and their defaults."""
+
+    def __init__(
+        self,
+        router: Channel | _HasChannel,
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        self.channel = _channel_of(router)
+        self.namespace = namespace
+        self.session_id = session_id
+
+
+class RoutingTransport(_Routed, httpx.BaseTransport):
     """An ``httpx`` transport that sends every request through a :class:`VllmRouter`.
 
     Made by :meth:`VllmRouter.httpx_client`; closing it does not close the router.
@@ -209,17 +233,6 @@ class RoutingTransport(httpx.BaseTransport):
         >>> client = httpx.Client(transport=RoutingTransport(router))  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        router: Channel | _HasChannel,
-        *,
-        namespace: str | None = None,
-        session_id: str | None = None,
-    ) -> None:
-        self.channel = _channel_of(router)
-        self.namespace = namespace
-        self.session_id = session_id
-
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         call = _to_call(self.channel, request, request.read(), self.namespace, self.session_id)
         resp, ep = self.channel.send(call)
@@ -229,20 +242,9 @@ class RoutingTransport(httpx.BaseTransport):
         return httpx.Response(resp.status_code, headers=_headers(resp), content=resp.content)
 
 
-class AsyncRoutingTransport(httpx.AsyncBaseTransport):
+class AsyncRoutingTransport(_Routed, httpx.AsyncBaseTransport):
     """Async twin of :class:`RoutingTransport` (made by
     :meth:`VllmRouter.async_httpx_client`)."""
-
-    def __init__(
-        self,
-        router: Channel | _HasChannel,
-        *,
-        namespace: str | None = None,
-        session_id: str | None = None,
-    ) -> None:
-        self.channel = _channel_of(router)
-        self.namespace = namespace
-        self.session_id = session_id
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()

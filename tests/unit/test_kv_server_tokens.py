@@ -17,6 +17,7 @@ pytest.importorskip("msgspec")
 
 from agent_cache.testing import FakeClock
 from agent_cache.vllm import VllmRouter
+from agent_cache.vllm._calls import Generation
 from agent_cache.vllm._dispatch import Call
 from agent_cache.vllm._tokens import RETRY_AFTER, ServerTokens
 from agent_cache.vllm.testing import FakeVllm, KvEventPublisher, mock_transport
@@ -118,9 +119,7 @@ def test_server_token_keys_match_the_blocks_the_engine_announces() -> None:
         router.chat([system, {"role": "user", "content": "first"}], max_tokens=1)
         home = next(iter(generations(fakes)))
         wait_for(lambda: index.blocks(home) > 0)
-        call = router._calls.chat(
-            [system, {"role": "user", "content": "second"}], None, None, None, None, {}, False
-        )
+        call = router._calls.chat([system, {"role": "user", "content": "second"}], Generation())
         assert router._channel._tokenize_plan(call) is None  # cached: no second call
         assert call.tokens is not None and call.tokens_partial
         matched = index.lookup(call.tokens, partial=True).blocks

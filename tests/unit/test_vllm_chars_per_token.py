@@ -14,6 +14,7 @@ import pytest
 from agent_cache.errors import ConfigurationError
 from agent_cache.testing import FakeClock
 from agent_cache.vllm import VllmRouter
+from agent_cache.vllm._calls import Generation
 from agent_cache.vllm._ratio import CharsPerToken
 from agent_cache.vllm.prefix_tree import prefix_blocks
 from agent_cache.vllm.testing import FakeVllm, mock_transport
@@ -102,7 +103,7 @@ def test_router_learns_the_replicas_ratio_from_usage() -> None:
     stats = router.stats()
     assert {s.chars_per_token for s in stats.values()} == {router.chars_per_token}
     # the next call is sized with the learned ratio
-    call = router._calls.completion(words(9), None, None, None, None, {}, False)
+    call = router._calls.completion(words(9), Generation())
     assert call.prompt_tokens == pytest.approx(len(words(9)) / RATIO)
     assert call.block_tokens == pytest.approx(64 / RATIO)
 
@@ -170,7 +171,7 @@ def test_calls_without_usage_token_ids_and_tiny_prompts_leave_it_alone() -> None
     assert router.chars_per_token == 4.0
     router, _ = make_router()
     router.complete("hello there", max_tokens=4)  # 3 tokens: too few to say
-    router._channel.send(router._calls.completion(words(0), None, None, None, None, {}, False))
+    router._channel.send(router._calls.completion(words(0), Generation()))
     assert router.chars_per_token == pytest.approx(RATIO)
 
     def usage_always(request: httpx.Request) -> httpx.Response:

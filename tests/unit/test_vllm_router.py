@@ -402,6 +402,22 @@ def test_never_closes_a_client_it_was_given(cluster: Cluster) -> None:
     assert inner.is_closed
 
 
+async def test_a_stream_left_early_frees_its_replica(cluster: Cluster) -> None:
+    """Leaving a stream after its first chunk closes the response and ends the request
+    on its replica, for both twins (the async one inside its own generator's close)."""
+    router = cluster.router()
+    sync_stream = router.stream_chat(msgs("x"), namespace="t")
+    next(sync_stream)
+    assert sum(s.in_flight for s in router.stats().values()) == 1
+    sync_stream.close()
+    assert sum(s.in_flight for s in router.stats().values()) == 0
+    async_stream = router.astream_chat(msgs("x"), namespace="t")
+    await async_stream.__anext__()
+    assert sum(s.in_flight for s in router.stats().values()) == 1
+    await async_stream.aclose()
+    assert sum(s.in_flight for s in router.stats().values()) == 0
+
+
 # ---------------------------------------------------------------------------- async twins
 async def test_async_twins(cluster: Cluster) -> None:
     router = cluster.router()
