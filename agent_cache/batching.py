@@ -1,12 +1,15 @@
 """Micro-batching: concurrent embed calls share one forward pass.
 
 A web app looks up many questions at once; without this, each lookup runs its own
-forward pass and the passes fight over the same cores. :class:`MicroBatcher` runs one
-pass at a time: a thread that finds nothing running and nothing queued runs its own
+forward pass and the passes fight over the same cores. :class:`MicroBatcher` runs at
+most ``passes`` passes at a time (by default as many as the cores hold passes of the
+inner embedder's threads: 2 on a 2-core machine with 1-thread passes, so both cores
+work under load): a thread that finds a pass slot free and nothing queued runs its own
 pass on its own thread (no hand-over to another thread, no wake-up: a lone caller pays
 nothing for the batcher); every other request (and every asyncio task, which must not
-block its loop) queues in front of one worker thread, which embeds whatever is waiting
-in a single call of the inner embedder. Batches form by themselves under load: while
+block its loop) queues in front of the worker threads (one per slot, started as the
+queue needs them), each of which embeds whatever is waiting in a single call of the
+inner embedder. Batches form by themselves under load: while
 one pass runs, the next callers queue up. When the traffic is concurrent (more than one
 request is waiting, or the first one arrived while the previous pass was running) the
 worker also waits up to ``max_wait_ms`` for company before it starts; a lone caller
@@ -33,10 +36,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from agent_cache._threads import pass_threads
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.protocols import Embedder
 
-__all__ = ["MicroBatcher"]
+__all__ = ["MicroBatcher", "default_passes"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,8 @@ class MicroBatcher:
         max_wait_ms: longest wait for more requests before a pass, used only while the
             traffic is concurrent (another request is waiting, or this one arrived while
             the previous pass ran); ``0`` never waits (batches still form from the queue).
+        passes: most passes running at once (None: :func:`default_passes` for the inner
+            embedder's ``threads``); 1 runs one pass at a time.
 
     Attributes:
         batches: passes run so far; ``requests`` and ``texts``: what they held.
@@ -76,23 +82,33 @@ class MicroBatcher:
         >>> batcher.close()
     """
 
-    def __init__(self, inner: Embedder, *, max_batch: int = 32, max_wait_ms: float = 2.0) -> None:
+    def __init__(
+        self,
+        inner: Embedder,
+        *,
+        max_batch: int = 32,
+        max_wait_ms: float = 2.0,
+        passes: int | None = None,
+    ) -> None:
         if max_batch < 1:
             raise ConfigurationError(f"max_batch must be >= 1, got {max_batch}")
+        if passes is not None and passes < 1:
+            raise ConfigurationError(f"passes must be >= 1, got {passes}")
         if not 0 <= max_wait_ms <= 1000:
             raise ConfigurationError(f"max_wait_ms must be in [0, 1000], got {max_wait_ms}")
         self.inner = inner
         self.name: str = inner.name
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
+        self.passes = passes if passes is not None else default_passes(inner)
         self.batches = 0
         self.requests = 0
         self.texts = 0
         self._queue: deque[_Request] = deque()
         self._cond = threading.Condition()
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
         self._closed = False
-        self._busy = False  # a pass runs (the worker's or a lone caller's own)
+        self._running = 0  # passes running (the workers' and lone callers' own)
         self._last_end = 0.0  # when the previous pass finished (monotonic)
         _LIVE.add(self)
 
@@ -110,12 +126,12 @@ class MicroBatcher:
         items = list(texts)
         if not items:
             return np.asarray(self.inner.embed([]), dtype=np.float32)
-        if threading.current_thread() is self._worker:  # re-entrant call: no deadlock
+        if threading.current_thread() in self._workers:  # re-entrant call: no deadlock
             return self._run(items)
         with self._cond:
-            alone = not self._busy and not self._queue
+            alone = self._running < self.passes and not self._queue
             if alone:
-                self._busy = True
+                self._running += 1
         if not alone:
             return self._submit(items).result()
         try:  # nothing running, nothing waiting: this thread runs the pass itself
@@ -141,10 +157,11 @@ class MicroBatcher:
         is freed); later calls start both again."""
         with self._cond:
             self._closed = True
-            worker = self._worker
+            workers = list(self._workers)
             self._cond.notify_all()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout=5.0)
+        for worker in workers:
+            if worker is not threading.current_thread():
+                worker.join(timeout=5.0)
         close = getattr(self.inner, "close", None)
         if callable(close):
             close()
@@ -162,8 +179,8 @@ class MicroBatcher:
         """In a forked child: the parent's worker, passes and queued requests are not ours."""
         self._queue = deque()
         self._cond = threading.Condition()
-        self._worker = None
-        self._busy = False
+        self._workers = []
+        self._running = 0
 
     def _count(self, requests: int, texts: int) -> None:
         with self._cond:
@@ -174,42 +191,52 @@ class MicroBatcher:
     def _end_pass(self) -> None:
         """A pass is over: the worker may take what queued behind it."""
         with self._cond:
-            self._busy = False
+            self._running -= 1
             self._last_end = time.monotonic()
             self._cond.notify_all()
 
     def _ensure_worker(self) -> None:  # called with the condition held
-        if self._worker is not None and self._worker.is_alive():
-            return
+        """One more worker while the queue outgrows those alive (at most ``passes``)."""
+        self._workers = [w for w in self._workers if w.is_alive()]
+        if self._workers and (len(self._workers) >= self.passes or not self._queue):
+            return  # the first request of a quiet spell needs one worker, no more
         self._closed = False
-        self._worker = threading.Thread(
-            target=self._loop, name="agent-cache-embed-batcher", daemon=True
-        )
-        self._worker.start()
+        worker = threading.Thread(target=self._loop, name="agent-cache-embed-batcher", daemon=True)
+        self._workers.append(worker)
+        worker.start()
 
     def _take_batch(self) -> list[_Request] | None:
         with self._cond:
-            while not self._queue or self._busy:
-                if self._closed and not self._queue:
-                    self._worker = None
-                    return None
-                self._cond.wait()
-            concurrent = len(self._queue) > 1 or self._queue[0].submitted < self._last_end
-            if concurrent and self.max_wait_s > 0:
-                deadline = time.monotonic() + self.max_wait_s
-                while sum(len(r.texts) for r in self._queue) < self.max_batch:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self._closed:
-                        break
-                    self._cond.wait(left)
+            while True:
+                while not self._queue or self._running >= self.passes:
+                    if self._closed and not self._queue:
+                        me = threading.current_thread()
+                        self._workers = [w for w in self._workers if w is not me]
+                        return None
+                    self._cond.wait()
+                self._linger()
+                if self._queue and self._running < self.passes:  # another worker may
+                    break  # have taken the queue while this one lingered
             batch = [self._queue.popleft()]
             size = len(batch[0].texts)
             while self._queue and size + len(self._queue[0].texts) <= self.max_batch:
                 request = self._queue.popleft()
                 size += len(request.texts)
                 batch.append(request)
-            self._busy = True
+            self._running += 1
             return batch
+
+    def _linger(self) -> None:  # called with the condition held and a request queued
+        """Under concurrent traffic, wait up to ``max_wait_s`` for a full batch."""
+        concurrent = len(self._queue) > 1 or self._queue[0].submitted < self._last_end
+        if not concurrent or self.max_wait_s <= 0:
+            return
+        deadline = time.monotonic() + self.max_wait_s
+        while sum(len(r.texts) for r in self._queue) < self.max_batch:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed or not self._queue:
+                return
+            self._cond.wait(left)
 
     def _loop(self) -> None:
         while True:
@@ -249,6 +276,34 @@ class MicroBatcher:
                 layer="semantic",
             )
         return vectors
+
+
+def default_passes(inner: object) -> int:
+    """Passes that run side by side without sharing a core: usable cores over the inner
+    embedder's ``threads`` (intra-op threads of one pass, as :class:`OnnxEmbedder` has
+    them), at most 4; 1 for an embedder that does not say (torch runs its own threads).
+    A pass of 1 thread on a 2-core machine: 2, so 8 concurrent callers keep both cores
+    busy instead of queueing behind one pass. ``AGENT_CACHE_EMBED_PASSES`` overrides it.
+
+    Example:
+        >>> default_passes(object())
+        1
+    """
+    env = os.environ.get("AGENT_CACHE_EMBED_PASSES", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ConfigurationError(f"AGENT_CACHE_EMBED_PASSES must be >= 1, got {env!r}")
+        return int(env)
+    if not hasattr(inner, "threads"):  # its thread use is unknown (torch has its own)
+        return 1
+    threads = inner.threads or pass_threads("AGENT_CACHE_EMBED_THREADS")  # None: the default
+    if not isinstance(threads, int) or threads < 1:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores // threads))
 
 
 _LIVE: weakref.WeakSet[MicroBatcher] = weakref.WeakSet()

@@ -175,7 +175,7 @@ def test_a_lone_caller_runs_its_pass_on_its_own_thread() -> None:
         rows = batcher.embed([f"alone {i}", "same", "same"])
         np.testing.assert_allclose(rows, expected([f"alone {i}", "same", "same"]), rtol=1e-6)
     assert threads == [threading.main_thread()] * 3
-    assert batcher._worker is None  # no thread was needed
+    assert not batcher._workers  # no thread was needed
     assert (batcher.batches, batcher.requests, batcher.texts) == (3, 3, 6)
     batcher.close()
 
@@ -239,3 +239,72 @@ def test_wrong_shape_from_the_inner_embedder_is_a_backend_error() -> None:
 
     with pytest.raises(BackendError, match="shape"):
         MicroBatcher(Short()).embed(["a", "b"])
+
+
+class Concurrency(Recording):
+    """Counts how many passes run at once (each pass holds 50 ms)."""
+
+    threads = 1  # one intra-op thread a pass, as OnnxEmbedder on a small machine
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0
+        self.most = 0
+
+    def embed(self, texts: Sequence[str]) -> F32:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(0.05)
+            return super().embed(texts)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_concurrent_callers_use_as_many_passes_as_allowed(passes: int) -> None:
+    inner = Concurrency()
+    batcher = MicroBatcher(inner, passes=passes, max_wait_ms=1)
+    out: dict[int, F32] = {}
+
+    def call(i: int) -> None:
+        out[i] = batcher.embed([f"question {i}"])
+
+    workers = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(10)
+    assert inner.most == passes  # never more passes than allowed, and all of them used
+    assert len(batcher._workers) <= passes
+    for i in range(8):  # every caller got its own row
+        np.testing.assert_allclose(out[i], expected([f"question {i}"]), rtol=1e-6)
+    assert batcher.requests == 8 and batcher.batches < 8  # the queue still formed batches
+    batcher.close()
+    assert not batcher._workers
+
+
+def test_default_passes_follow_the_inner_embedders_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_cache import batching
+
+    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: set(range(2)))
+    monkeypatch.delenv("AGENT_CACHE_EMBED_PASSES", raising=False)
+    monkeypatch.delenv("AGENT_CACHE_EMBED_THREADS", raising=False)
+    assert batching.default_passes(HashEmbedder(dim=4)) == 1  # unknown thread use: one
+    assert batching.default_passes(Concurrency()) == 2  # 2 cores, 1-thread passes
+    two = Concurrency()
+    two.threads = 2
+    assert batching.default_passes(two) == 1  # a pass already takes both cores
+    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    assert batching.default_passes(two) == 4  # at most 4
+    monkeypatch.setenv("AGENT_CACHE_EMBED_PASSES", "3")
+    assert batching.default_passes(two) == 3
+    monkeypatch.setenv("AGENT_CACHE_EMBED_PASSES", "0")
+    with pytest.raises(ConfigurationError, match="AGENT_CACHE_EMBED_PASSES"):
+        batching.default_passes(two)
+    with pytest.raises(ConfigurationError, match="passes"):
+        MicroBatcher(HashEmbedder(dim=4), passes=0)
