@@ -219,6 +219,7 @@ def score_queries(
     """
     clusters = Clusters(judge_with if judge_with is not None else pairs)
     out: list[ScoredQuery] = []
+    probes: list[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]] = []
     by_ns: dict[str, list[Pair]] = {}
     for p in pairs:
         by_ns.setdefault(p.namespace, []).append(p)
@@ -242,6 +243,7 @@ def score_queries(
         for i in rows:
             p = ns_pairs[i]
             cands = []
+            refused: list[tuple[ScoredCandidate, semantic.Verdict]] = []
             for j, raw in zip(tops[i], sim_rows[i], strict=True):
                 sim = float(np.clip(raw, 0.0, 1.0))
                 text = stored[int(j)]
@@ -250,13 +252,51 @@ def score_queries(
                     a = analyze(p.b, text)
                     cand.refused, cand.equivalent = a.reason, a.equivalent
                     cand.features = semantic.features(sim, None, a)
+                    if a.reason:
+                        found = semantic.Candidate(text, text, text, sim)
+                        refused.append((cand, semantic.Verdict(found, "refused", a.reason, sim, a)))
                 else:
                     cand.refused = "below"
                 cands.append(cand)
             out.append(ScoredQuery(p.b, p.label, ns, cands))
+            probes.extend(_probe(refused))
+    _model_check(probes, embedder, batch_size)
     if verifier is not None:
         _verify(out, verifier, min_similarity, progress)
     return out
+
+
+def _probe(
+    refused: Sequence[tuple[ScoredCandidate, semantic.Verdict]],
+) -> list[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]]:
+    """The model check's probe of one query's refused candidates, as the lookup makes it
+    when nothing is servable (:func:`semantic.synonym_probes`: the best refused for one
+    swapped word or two)."""
+    found = semantic.synonym_probes([v for _, v in refused])
+    return [(refused[p.index][0], refused[p.index][1], p) for p in found]
+
+
+def _model_check(
+    probes: Sequence[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]],
+    embedder: Embedder,
+    batch_size: int,
+) -> None:
+    """Fold the lookup's model check into the scored candidates: a substitution the
+    embedder explains is no longer a refusal (:func:`semantic.model_checked`)."""
+    if not probes:
+        return
+    texts = list(dict.fromkeys(t for _, _, p in probes for t in (p.text, p.masked)))
+    vecs = _embed(embedder, texts, batch_size)
+    row = {t: i for i, t in enumerate(texts)}
+    for cand, verdict, p in probes:
+        pair = [vecs[row[p.text]], vecs[row[p.masked]]]
+        checked = semantic.model_checked(
+            [verdict], [semantic.SynonymProbe(0, p.text, p.masked)], pair, verifier=False
+        )[0]
+        if checked.outcome == "serve":
+            cand.refused = ""
+            if checked.analysis is not None:
+                cand.features = semantic.features(cand.similarity, None, checked.analysis)
 
 
 def _verify(

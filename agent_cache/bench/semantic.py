@@ -731,10 +731,23 @@ def _render(r: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------- scored cache
 def _tag(verifier_dir: Path | None) -> str:
+    """What the kept scores depend on: the decision code (a change to the analysis must
+    not be measured on scores kept from before it) and the verifier's files."""
+    import hashlib
+
+    import agent_cache
+
+    root = Path(agent_cache.__file__).parent
+    digest = hashlib.sha1()
+    for name in ("calibrate.py", "semantic.py", "differences.py", "lexicon.py", "_frames.py"):
+        path = root / name
+        if path.is_file():
+            digest.update(path.read_bytes())
+    code = digest.hexdigest()[:10]
     if verifier_dir is None:
-        return "none"
+        return f"none-{code}"
     stamp = max((p.stat().st_mtime_ns for p in Path(verifier_dir).iterdir()), default=0)
-    return f"{Path(verifier_dir).name}-{stamp}"
+    return f"{Path(verifier_dir).name}-{stamp}-{code}"
 
 
 def _save_scored(path: Path, queries: Sequence[ScoredQuery]) -> None:
