@@ -30,12 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 from agent_cache import _fork, tracing
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Fetched
 from agent_cache._lease import Lease, contend_flow
 from agent_cache._lookup import Reader
@@ -52,7 +53,6 @@ from agent_cache.stats import StatsRecorder
 __all__ = ["NOT_STORED", "Codec", "Compute", "Fetcher", "NotStored", "Plan"]
 
 log = logging.getLogger("agent_cache")
-T = TypeVar("T")
 
 
 class NotStored(enum.Enum):
@@ -77,18 +77,12 @@ class Codec:
     decode: Callable[[Any], Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class Compute:
-    """The caller's ``compute`` as an op: ``call()`` for the sync driver, ``acall()``
-    (awaiting the coroutine it returns) for the async one."""
+    """The caller's ``compute``: a function (the sync path) or a coroutine function (the
+    async one), called through :func:`agent_cache._io.compute`."""
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-
-    def call(self) -> Any:
-        return self.fn()
-
-    async def acall(self) -> Any:
-        return await self.fn()
+    fn: Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -141,36 +135,6 @@ def _caller_alive() -> Callable[[], bool] | None:
     return lambda: loop.is_running() and not loop.is_closed()
 
 
-class _Flights:
-    """:class:`SingleFlight` for flows: the leader runs the flow with its own driver."""
-
-    def __init__(self, flight: SingleFlight) -> None:
-        self.flight = flight
-
-    def do(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
-        return self.flight.do(key, lambda: run_sync(make()))
-
-    async def ado(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
-        return await self.flight.ado(key, lambda: run_async(make()))
-
-
-class _Background:
-    """Starts a flow without waiting for it: a daemon thread (sync), a task (async)."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[Any]] = set()
-
-    def spawn(self, flow: Flow[Any]) -> None:
-        threading.Thread(
-            target=run_sync, args=(flow,), name="agent-cache-refresh", daemon=True
-        ).start()
-
-    async def aspawn(self, flow: Flow[Any]) -> None:
-        task = asyncio.create_task(run_async(flow))
-        self._tasks.add(task)  # kept until done (the loop holds tasks weakly)
-        task.add_done_callback(self._tasks.discard)
-
-
 class Fetcher:
     """The get-or-compute path of one cache (see the module docstring)."""
 
@@ -195,8 +159,6 @@ class Fetcher:
         self.gate = gate
         self.negative = negative
         self.flight = SingleFlight(timeout)
-        self._flights = _Flights(self.flight)
-        self._background = _Background()
         self._failed = failed
         self._refreshing: set[str] = set()
         self._leading: set[str] = set()  # flight keys whose lease this cache's leader holds
@@ -215,9 +177,9 @@ class Fetcher:
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:
-                lease = yield Op(self, "claim_refresh", (hit, plan.flight_key))
+                lease = yield from io.call(self.claim_refresh, hit, plan.flight_key)
                 if lease is not None:
-                    yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
+                    yield from io.spawn(self._refresh_flow(plan, lease))
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
         if plan.policy == "bypass":  # as if there were no cache: no flight, no lease
@@ -227,11 +189,13 @@ class Fetcher:
             found, negative = self._negative_hit(plan.flight_key)
         if found:
             return Fetched(negative)
-        got, ran = yield Op(self._flights, "do", (plan.flight_key, lambda: self._lead_flow(plan)))
+        got, ran = yield from io.single_flight(
+            self.flight, plan.flight_key, lambda: self._lead_flow(plan)
+        )
         if not ran:
             self._stats.incr("coalesced", namespace=req.namespace)
             return Fetched(got.value, got.hit)
-        return got  # type: ignore[no-any-return]
+        return got
 
     def _lead_flow(self, plan: Plan) -> Flow[Fetched]:
         """This process's one caller for the key: contend across processes, compute.
@@ -256,11 +220,11 @@ class Fetcher:
         lease = Lease(
             self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
         )
-        hit, _held = yield from contend_flow(lease, Op(self._reader, "peek", (plan.req,)))
+        hit, _held = yield from contend_flow(lease, lambda: io.call(self._reader.peek, plan.req))
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:
-                yield Op(lease, "release")
+                yield from io.lease_release(lease)
                 self._stats.incr("coalesced", namespace=ns)
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
@@ -269,7 +233,7 @@ class Fetcher:
                 value = yield from self._compute_flow(plan)
             return Fetched(value, computed=True)
         finally:
-            yield Op(lease, "release")
+            yield from io.lease_release(lease)
 
     def _compute_flow(self, plan: Plan) -> Flow[Any]:
         """A model slot, the model call, its record, and the write-back."""
@@ -280,10 +244,10 @@ class Fetcher:
                 return self._overloaded(ns, plan.codec.decode)
             started = time.perf_counter()
             with tracing.span("model_call", namespace=ns):
-                value = yield Op(plan.compute, "call")
+                value = yield from io.compute(plan.compute.fn)
         finally:
             if ticket.token:
-                yield Op(self.gate, "release", (ticket,))
+                yield from io.call(self.gate.release, ticket)
         return (yield from self.settle_flow(plan, started, value))
 
     def settle_flow(
@@ -370,8 +334,8 @@ class Fetcher:
     def _evict_flow(self, hit: CacheHit) -> Flow[None]:
         """Remove an entry from every layer (its record and its vector)."""
         try:
-            yield Op(self._b.vectors, "delete", ([hit.key],))
-            yield Op(self._b.kv, "delete", ([hit.key],))
+            yield from io.vector_delete(self._b.vectors, [hit.key])
+            yield from io.kv_delete(self._b.kv, [hit.key])
             self._stats.incr("evicted", namespace=hit.namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "evict")
@@ -461,6 +425,6 @@ class Fetcher:
             self._stats.incr("errors")
             log.warning("agent-cache refresh-ahead failed: %s", exc)
         finally:
-            yield Op(lease, "release")
+            yield from io.lease_release(lease)
             with self._refresh_lock:
                 self._refreshing.discard(plan.flight_key)

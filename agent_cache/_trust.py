@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache import semantic
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op
+from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Outcome
 from agent_cache._settings import Settings
 from agent_cache.differences import analyze
@@ -88,7 +89,7 @@ class Trust:
         )
         if analysis.refused:
             return None
-        raw = yield Op(self._b.kv, "get", (best.candidate.key, now))
+        raw = yield from io.kv_get(self._b.kv, best.candidate.key, now)
         if raw is None:
             return None
         record = rq.decode_record(raw, best.candidate.key)
@@ -143,8 +144,8 @@ class Trust:
         agree = yield from self.judge.agree_flow(pending, response, self._b.embedder)
         self._stats.judged(pending.namespace, pending.kind, pending.similarity, agree)
         if agree is not None:
-            yield Op(
-                self.bound, "record", (pending.namespace, pending.similarity), {"wrong": not agree}
+            yield from io.call(
+                self.bound.record, pending.namespace, pending.similarity, wrong=not agree
             )
 
     def feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
@@ -152,10 +153,10 @@ class Trust:
         self._stats.incr("feedback:correct" if correct else "feedback:wrong", namespace=namespace)
         try:
             if hit.layer == "semantic" and hit.similarity is not None:
-                yield Op(self.bound, "record", (namespace, hit.similarity), {"wrong": not correct})
+                yield from io.call(self.bound.record, namespace, hit.similarity, wrong=not correct)
             if not correct:
-                yield Op(self._b.vectors, "delete", ([hit.key],))
-                yield Op(self._b.kv, "delete", ([hit.key],))
+                yield from io.vector_delete(self._b.vectors, [hit.key])
+                yield from io.kv_delete(self._b.kv, [hit.key])
                 self._stats.incr("evicted", namespace=namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "feedback")
