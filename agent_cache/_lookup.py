@@ -192,13 +192,13 @@ class Reader:
 
     def _verified_flow(
         self, raw: str, key: str, req: rq.Request | None, namespace: str
-    ) -> Flow[dict[str, Any] | None]:
+    ) -> Flow[rq.Record | None]:
         """The decoded record read under ``key``, or ``None`` when it is not the one
-        written there (:func:`agent_cache._request.record_mismatch`: a restored or
+        written there (:meth:`agent_cache._request.Record.mismatch`: a restored or
         mixed-up database): never served, counted (``record_mismatch``), evicted with
         its vector; warned once per cache, at debug level after."""
-        record = rq.decode_record(raw, key)
-        why = rq.record_mismatch(record, key, req)
+        record = rq.Record.decode(raw, key)
+        why = record.mismatch(key, req)
         if why is None:
             return record
         self._stats.incr("record_mismatch", namespace=namespace)
@@ -347,11 +347,11 @@ class Reader:
             raw = self._b.kv.get(key, self._s.clock())
             if raw is None:
                 return None
-            record = rq.decode_record(raw, key)
+            record = rq.Record.decode(raw, key)
         except Exception as exc:
             self._failed(exc, "lookup")
             return None
-        if rq.record_mismatch(record, key, None if req.template else req) is not None:
+        if record.mismatch(key, None if req.template else req) is not None:
             self._stats.incr("record_mismatch", namespace=req.namespace)
             return None  # the lookup that follows evicts it
-        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)
+        return hit_from_record(record, "exact", None, key, req.namespace)

@@ -92,14 +92,14 @@ class Trust:
         raw = yield from io.kv_get(self._b.kv, best.candidate.key, now)
         if raw is None:
             return None
-        record = rq.decode_record(raw, best.candidate.key)
-        if rq.record_mismatch(record, best.candidate.key, None) is not None:
+        record = rq.Record.decode(raw, best.candidate.key)
+        if record.mismatch(best.candidate.key, None) is not None:
             return None  # not the candidate's record: nothing to judge
         return Pending(
             req.namespace,
             req.prompt,
             best.candidate.text,
-            record["r"],
+            record.response,
             best.candidate.similarity,
             "explore",
         )

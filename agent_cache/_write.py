@@ -126,7 +126,7 @@ class Writer:
         """The record to store and when it expires."""
         ttl_s, tier = self._s.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self._s.ttl_policy.expires_at(now, ttl_s)
-        record = rq.encode_record(
+        record = rq.Record(
             req.prompt,
             response,
             tokens=usage.as_record() if usage else None,
@@ -135,7 +135,7 @@ class Writer:
             expires=expires,
             key=keys.primary,
         )
-        return record, expires
+        return record.encode(), expires
 
     def _vector_meta(
         self, req: rq.Request, keys: rq.Keys, vector: Any, now: float, expires: float | None

@@ -173,7 +173,7 @@ def _export_line(
     entry: StoredEntry, version: int, meta: Mapping[str, MetaValue] | None
 ) -> str | None:
     try:
-        record = rq.decode_record(entry.value, entry.key)
+        record = rq.Record.decode(entry.value, entry.key)
     except SerializationError:
         return None  # a record this library did not write: nothing to restore it from
     vector_expires: Any = None if meta is None else meta.get("expires_at")
@@ -182,13 +182,13 @@ def _export_line(
     row = {
         "key": entry.key,
         "namespace": entry.namespace,
-        "prompt": str(record.get("p", "")),
-        "response": record["r"],
+        "prompt": record.prompt or "",
+        "response": record.response,
         "tags": list(entry.tags),
         "expires_at": entry.expires_at,
-        "created": record.get("c"),
-        "tier": record.get("tier"),
-        "tokens": record.get("t"),
+        "created": record.created,
+        "tier": record.tier,
+        "tokens": record.tokens,
         "version": version,
         "scope": None if meta is None else meta.get("scope"),
         "vector_expires_at": vector_expires,
@@ -385,14 +385,14 @@ def restore_entries(
         metas: list[dict[str, MetaValue]] = []
         for row in todo:
             ns = row["namespace"]
-            record = rq.encode_record(
+            record = rq.Record(
                 row["prompt"],
                 row["response"],
                 tokens=row.get("tokens"),
                 created=row["created"] if row["created"] is not None else now,
                 tier=str(row.get("tier") or ""),
                 expires=row["expires_at"],
-            )
+            ).encode()
             write: dict[str, Any] = {}
             if row["scope"] is not None:
                 vx = row["vector_expires_at"]
