@@ -560,75 +560,90 @@ class StatsRecorder:
             busy_ms = dict(self._busy_ms)
             events = tuple(self._events)
             judged = tuple(self._judged)
-
-        def group(c: Counter[str], prefix: str) -> dict[str, int]:
-            return {k[len(prefix) :]: v for k, v in c.items() if k.startswith(prefix) and v}
-
-        def hits(c: Counter[str]) -> dict[str, int]:
-            out = {layer: 0 for layer in LAYERS}
-            out.update(group(c, "hit:"))
-            return out
-
-        def lat(samples: Mapping[str, list[float]], keep_all: bool) -> dict[str, Any]:
-            return {k: _summary(v) for k, v in sorted(samples.items())
-                    if (keep_all or k != "all") and ":" not in k}  # fmt: skip
-
         namespaces = {
-            ns: NamespaceStats(
-                lookups=c["lookups"],
-                hits=hits(c),
-                misses=c["misses"],
-                refused=group(c, "refused:"),
-                latency_ms=lat(lat_ns.get(ns, {}), True),
-                tokens_saved=group(c, "saved:"),
-                cost_saved=cost.get(ns, 0.0),
-                shadow=group(c, "shadow:"),
-                bypassed=c["bypassed"],
-                control=c["control"],
-            )
+            ns: _namespace_stats(c, lat_ns.get(ns, {}), cost.get(ns, 0.0))
             for ns, c in sorted(per.items())
             if ns and c["lookups"]
         }
-        # side by side: per request, the tokens paid to the model and the mean latency
-        # (the control group: the model call; the cached traffic: lookup + model calls)
-        control_group: dict[str, dict[str, float | None]] = {}
-        for name, requests in (("cached", total["lookups"] - total["control"]
-                                - total["bypassed"]), ("control", total["control"])):  # fmt: skip
-            spent, busy = total[f"control:{name}_tokens"], busy_ms[name]
-            control_group[name] = {
-                "requests": float(requests),
-                "model_calls": float(total[f"control:{name}_calls"]),
-                "mean_ms": busy / requests if requests else None,
-                "tokens_per_request": spent / requests if requests else None,
-            }
         counters = {k: v for k, v in total.items()
                     if k not in _OWN and not k.startswith(_OWN_PREFIXES) and v}  # fmt: skip
         return CacheStats(
             lookups=total["lookups"],
-            hits=hits(total),
+            hits=_hits(total),
             misses=total["misses"],
             bypassed=total["bypassed"],
             control=total["control"],
             stores=total["stores"],
             skipped_stores=total["skipped_stores"],
             errors=total["errors"],
-            refused=group(total, "refused:"),
-            shadow=group(total, "shadow:"),
+            refused=_group(total, "refused:"),
+            shadow=_group(total, "shadow:"),
             tokens_saved=total["tokens_saved"],
-            latency_ms=lat(lat_all, False),
+            latency_ms=_latencies(lat_all, False),
             kv={
                 "prompt_tokens": total["kv_prompt_tokens"],
                 "cached_tokens": total["kv_cached_tokens"],
             },
-            feedback=group(total, "feedback:"),
+            feedback=_group(total, "feedback:"),
             evicted=total["evicted"],
             audited=total["audited"],
             explored=total["explored"],
-            tokens=group(total, "saved:"),
+            tokens=_group(total, "saved:"),
             cost_saved=sum(cost.values()),
             namespaces=namespaces,
-            control_group=control_group,
+            control_group=_control_group(total, busy_ms),
             counters=counters,
             events=events,
             judged=judged,
         )
+
+
+def _group(c: Counter[str], prefix: str) -> dict[str, int]:
+    """The counters named ``<prefix><name>`` (non-zero), by ``name``."""
+    return {k[len(prefix) :]: v for k, v in c.items() if k.startswith(prefix) and v}
+
+
+def _hits(c: Counter[str]) -> dict[str, int]:
+    out = {layer: 0 for layer in LAYERS}
+    out.update(_group(c, "hit:"))
+    return out
+
+
+def _latencies(samples: Mapping[str, list[float]], keep_all: bool) -> dict[str, Any]:
+    return {k: _summary(v) for k, v in sorted(samples.items())
+            if (keep_all or k != "all") and ":" not in k}  # fmt: skip
+
+
+def _namespace_stats(
+    c: Counter[str], samples: Mapping[str, list[float]], cost: float
+) -> NamespaceStats:
+    return NamespaceStats(
+        lookups=c["lookups"],
+        hits=_hits(c),
+        misses=c["misses"],
+        refused=_group(c, "refused:"),
+        latency_ms=_latencies(samples, True),
+        tokens_saved=_group(c, "saved:"),
+        cost_saved=cost,
+        shadow=_group(c, "shadow:"),
+        bypassed=c["bypassed"],
+        control=c["control"],
+    )
+
+
+def _control_group(
+    total: Counter[str], busy_ms: Mapping[str, float]
+) -> dict[str, dict[str, float | None]]:
+    """Side by side, per request: the tokens paid to the model and the mean latency (the
+    control group: the model call; the cached traffic: lookup + model calls)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name, requests in (("cached", total["lookups"] - total["control"]
+                            - total["bypassed"]), ("control", total["control"])):  # fmt: skip
+        spent, busy = total[f"control:{name}_tokens"], busy_ms[name]
+        out[name] = {
+            "requests": float(requests),
+            "model_calls": float(total[f"control:{name}_calls"]),
+            "mean_ms": busy / requests if requests else None,
+            "tokens_per_request": spent / requests if requests else None,
+        }
+    return out
