@@ -48,7 +48,7 @@ from agent_cache.keys import digest
 from agent_cache.policy import is_cacheable
 from agent_cache.savings import usage_from
 from agent_cache.singleflight import SingleFlight
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, StatsRecorder
 
 __all__ = ["NOT_STORED", "Codec", "Compute", "Fetcher", "NotStored", "Plan"]
 
@@ -193,7 +193,7 @@ class Fetcher:
             self.flight, plan.flight_key, lambda: self._lead_flow(plan)
         )
         if not ran:
-            self._stats.incr("coalesced", namespace=req.namespace)
+            self._stats.incr(Count.COALESCED, namespace=req.namespace)
             return Fetched(got.value, got.hit)
         return got
 
@@ -225,7 +225,7 @@ class Fetcher:
             ok, value = self._decoded(plan, hit)
             if ok:
                 yield from io.lease_release(lease)
-                self._stats.incr("coalesced", namespace=ns)
+                self._stats.incr(Count.COALESCED, namespace=ns)
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
         try:
@@ -272,7 +272,7 @@ class Fetcher:
                     plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n, exact=False
                 )
             except AgentCacheError as exc:  # the paid answer is returned all the same
-                self._stats.incr("errors")
+                self._stats.incr(Count.ERRORS)
                 log.warning(
                     "agent-cache could not store a computed answer (returned anyway): %s", exc
                 )
@@ -288,8 +288,8 @@ class Fetcher:
             if not getattr(exc, "inexact", False):
                 return True  # not JSON at all: the write refuses it (counted as an error)
             ns = plan.req.namespace
-            self._stats.incr("not_stored", namespace=ns)
-            self._stats.incr("not_exact", namespace=ns)
+            self._stats.incr(Count.NOT_STORED, namespace=ns)
+            self._stats.incr(Count.NOT_EXACT, namespace=ns)
             with self._refresh_lock:
                 first = ns not in self._inexact
                 self._inexact.add(ns)
@@ -309,11 +309,11 @@ class Fetcher:
         try:
             payload = encode(value)
         except Exception as exc:  # the paid answer is returned all the same
-            self._stats.incr("encode_errors", namespace=ns)
+            self._stats.incr(Count.ENCODE_ERRORS, namespace=ns)
             log.warning("agent-cache could not encode a computed answer (not stored): %r", exc)
             return NOT_STORED
         if payload is NOT_STORED:
-            self._stats.incr("not_stored", namespace=ns)
+            self._stats.incr(Count.NOT_STORED, namespace=ns)
         return payload
 
     def _decoded(self, plan: Plan, hit: CacheHit) -> tuple[bool, Any]:
@@ -325,7 +325,7 @@ class Fetcher:
         try:
             return True, decode(hit.response)
         except Exception as exc:
-            self._stats.incr("decode_errors", namespace=hit.namespace)
+            self._stats.incr(Count.DECODE_ERRORS, namespace=hit.namespace)
             log.warning(
                 "agent-cache: undecodable entry %s evicted and recomputed: %r", hit.key, exc
             )
@@ -336,7 +336,7 @@ class Fetcher:
         try:
             yield from io.vector_delete(self._b.vectors, [hit.key])
             yield from io.kv_delete(self._b.kv, [hit.key])
-            self._stats.incr("evicted", namespace=hit.namespace)
+            self._stats.incr(Count.EVICTED, namespace=hit.namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "evict")
 
@@ -354,7 +354,7 @@ class Fetcher:
     # ------------------------------------------------------------------ degradation
     def _overloaded(self, namespace: str, decode: Callable[[Any], Any] | None = None) -> Any:
         """The namespace's fallback (a payload, decoded like a hit), or :class:`Overloaded`."""
-        self._stats.incr("overloaded")
+        self._stats.incr(Count.OVERLOADED)
         gate = self.gate
         why = (
             f"no model call slot within {gate.wait} s (max_model_calls="
@@ -363,14 +363,14 @@ class Fetcher:
         )
         if namespace not in self._s.fallbacks:
             raise Overloaded(f"{why} and no fallback for {namespace!r}", layer="model")
-        self._stats.incr("fallbacks")
+        self._stats.incr(Count.FALLBACKS)
         fallback = self._s.fallbacks[namespace]
         if decode is None:
             return fallback
         try:
             return decode(fallback)
         except Exception as exc:
-            self._stats.incr("decode_errors", namespace=namespace)
+            self._stats.incr(Count.DECODE_ERRORS, namespace=namespace)
             raise Overloaded(
                 f"{why} and the fallback for {namespace!r} does not decode: {exc!r}",
                 layer="model",
@@ -381,7 +381,7 @@ class Fetcher:
             return False, None
         found, value = self.negative.get(flight_key)
         if found:
-            self._stats.incr("negative_hits")
+            self._stats.incr(Count.NEGATIVE_HITS)
         return found, value
 
     def _remember_negative(self, flight_key: str, payload: Any, value: Any) -> bool:
@@ -420,9 +420,9 @@ class Fetcher:
         try:
             with lease.renewing():
                 yield from self._compute_flow(plan)
-            self._stats.incr("refreshed")
+            self._stats.incr(Count.REFRESHED)
         except Exception as exc:  # a background refresh never reaches a caller
-            self._stats.incr("errors")
+            self._stats.incr(Count.ERRORS)
             log.warning("agent-cache refresh-ahead failed: %s", exc)
         finally:
             yield from io.lease_release(lease)

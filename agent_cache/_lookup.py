@@ -29,7 +29,7 @@ from agent_cache._settings import Settings
 from agent_cache._trust import Trust
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import VectorMatch
-from agent_cache.stats import HIT, StatsRecorder
+from agent_cache.stats import HIT, Count, LookupOutcome, StatsRecorder
 
 __all__ = ["POLICIES", "Reader"]
 
@@ -106,10 +106,10 @@ class Reader:
         if policy not in POLICIES:
             raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
         if policy in ("bypass", "refresh"):
-            self._stats.request(namespace, "none", "bypass", 0.0)
+            self._stats.request(namespace, "none", LookupOutcome.BYPASS, 0.0)
             return False
         if self._s.bypass_rate and self._rng.random() < self._s.bypass_rate:
-            self._stats.request(namespace, "none", "control", 0.0)
+            self._stats.request(namespace, "none", LookupOutcome.CONTROL, 0.0)
             return False
         return True
 
@@ -119,13 +119,14 @@ class Reader:
         hit, label = self._trust.review(outcome, namespace)
         elapsed = time.perf_counter() - started
         if hit is None:
-            layer = "semantic" if label != "miss" and label != "error" else "none"
+            missed = label in (LookupOutcome.MISS, LookupOutcome.ERROR)
+            layer = "none" if missed else "semantic"
             self._stats.request(namespace, layer, label, elapsed)
         else:
-            layer, label = hit.layer, HIT
+            layer, label = hit.layer, LookupOutcome.HIT
             self._stats.request(namespace, layer, label, elapsed)
             self._stats.saved(namespace, llm_string, hit.usage, rq.estimate_tokens(hit.response))
-        tracing.annotate(None, layer=layer, outcome=label, score=hit.score if hit else None)
+        tracing.annotate(None, layer=layer, outcome=str(label), score=hit.score if hit else None)
         return hit
 
     def layers_flow(self, req: rq.Request, now: float) -> Flow[Outcome]:
@@ -166,8 +167,8 @@ class Reader:
         refused = None
         for v in verdicts:
             if v.outcome == "refused":
-                self._stats.incr(f"refused:{v.reason}", namespace=req.namespace)
-                refused = refused or f"refused_{v.reason}"
+                self._stats.incr(Count.REFUSED_PREFIX + v.reason, namespace=req.namespace)
+                refused = refused or f"{LookupOutcome.REFUSED}_{v.reason}"
         for v in verdicts:
             if v.outcome != "serve":
                 break  # servable verdicts come first
@@ -201,7 +202,7 @@ class Reader:
         why = record.mismatch(key, req)
         if why is None:
             return record
-        self._stats.incr("record_mismatch", namespace=namespace)
+        self._stats.incr(Count.RECORD_MISMATCH, namespace=namespace)
         first, self._mismatch_warned = not self._mismatch_warned, True
         (log.warning if first else log.debug)(
             "agent-cache: the record under %s is not the one written there (its %s "
@@ -311,7 +312,7 @@ class Reader:
             return verdicts
         best = max(unsure, key=lambda v: v.score)
         yes = yield from io.judge_ask(judge, query, best.candidate.text)
-        self._stats.incr("judge:served" if yes else "judge:refused")
+        self._stats.incr(Count.JUDGE_SERVED if yes else Count.JUDGE_REFUSED)
         if not yes:
             return verdicts
         served = semantic.Verdict(
@@ -352,6 +353,6 @@ class Reader:
             self._failed(exc, "lookup")
             return None
         if record.mismatch(key, None if req.template else req) is not None:
-            self._stats.incr("record_mismatch", namespace=req.namespace)
+            self._stats.incr(Count.RECORD_MISMATCH, namespace=req.namespace)
             return None  # the lookup that follows evicts it
         return hit_from_record(record, "exact", None, key, req.namespace)

@@ -25,7 +25,7 @@ from agent_cache._settings import Settings
 from agent_cache.differences import analyze
 from agent_cache.errorbound import ErrorBound
 from agent_cache.judging import AnswerJudge, Pending
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, LookupOutcome, StatsRecorder
 
 __all__ = ["Trust"]
 
@@ -108,15 +108,17 @@ class Trust:
         """What a finished lookup serves, and its label when it serves nothing: a
         semantic hit withheld in shadow mode or for an audit is kept for judging."""
         hit = outcome.hit
-        label = "error" if outcome.error else (outcome.refused or "miss")
+        label: str = (
+            LookupOutcome.ERROR if outcome.error else (outcome.refused or LookupOutcome.MISS)
+        )
         if hit is not None and hit.layer == "semantic":
             kind = ""
             if self._s.shadow:
-                kind = "shadow"
-                self._stats.incr("shadow:would_hit", namespace=namespace)
+                kind = LookupOutcome.SHADOW.value
+                self._stats.incr(Count.SHADOW_WOULD_HIT, namespace=namespace)
             elif self._s.max_error_rate is not None and self._rng.random() < self._s.audit_rate:
-                kind = "audit"
-                self._stats.incr("audited", namespace=namespace)
+                kind = LookupOutcome.AUDIT.value
+                self._stats.incr(Count.AUDITED, namespace=namespace)
             if kind:
                 similarity = hit.similarity if hit.similarity is not None else 0.0
                 self.judge.expect(
@@ -132,7 +134,7 @@ class Trust:
                 )
                 return None, kind
         elif hit is None and outcome.explore is not None:
-            self._stats.incr("explored", namespace=namespace)
+            self._stats.incr(Count.EXPLORED, namespace=namespace)
             self.judge.expect(outcome.query_key, outcome.explore)
         return hit, label
 
@@ -150,13 +152,15 @@ class Trust:
 
     def feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
         """Record a report on a served hit; a wrong one is evicted from every layer."""
-        self._stats.incr("feedback:correct" if correct else "feedback:wrong", namespace=namespace)
+        self._stats.incr(
+            Count.FEEDBACK_CORRECT if correct else Count.FEEDBACK_WRONG, namespace=namespace
+        )
         try:
             if hit.layer == "semantic" and hit.similarity is not None:
                 yield from io.call(self.bound.record, namespace, hit.similarity, wrong=not correct)
             if not correct:
                 yield from io.vector_delete(self._b.vectors, [hit.key])
                 yield from io.kv_delete(self._b.kv, [hit.key])
-                self._stats.incr("evicted", namespace=namespace)
+                self._stats.incr(Count.EVICTED, namespace=namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "feedback")

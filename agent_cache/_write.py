@@ -33,7 +33,7 @@ from agent_cache.errors import ConfigurationError, SerializationError
 from agent_cache.policy import is_cacheable
 from agent_cache.protocols import MetaValue
 from agent_cache.savings import Usage, usage_from
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, StatsRecorder
 
 __all__ = ["Writer", "check_invalidation_tags", "check_namespace"]
 
@@ -75,7 +75,7 @@ class Writer:
         rq.check_ttl(ttl)
         rq.check_json(response, exact=exact)  # SerializationError before anything is written
         if not is_cacheable(response):
-            self._stats.incr("skipped_stores", namespace=namespace)
+            self._stats.incr(Count.SKIPPED_STORES, namespace=namespace)
             return False
         return True
 
@@ -111,7 +111,7 @@ class Writer:
         except Exception as exc:
             self._failed(exc, "store")
             return (keys or rq.keys_for(req, 0)).primary
-        self._stats.incr("stores", namespace=req.namespace)
+        self._stats.incr(Count.STORES, namespace=req.namespace)
         return keys.primary
 
     def _entry(
@@ -237,7 +237,7 @@ class Writer:
                 judged.append((keys.exact, response))
             if ids:
                 yield from io.vector_add(self._b.vectors, ids, vecs, metas)
-            self._stats.incr("stores", len(chunk), namespace=namespace)
+            self._stats.incr(Count.STORES, len(chunk), namespace=namespace)
             yield from self._quota_flow(namespace)
             yield from self.housekeep_flow(now, force=True)
             for query_key, response in judged:
@@ -277,7 +277,7 @@ class Writer:
         try:
             keys = yield from io.kv_evict_over(kv, namespace, keep)
             if keys:
-                self._stats.incr("quota_evicted", len(keys))
+                self._stats.incr(Count.QUOTA_EVICTED, len(keys))
                 if not self._b.joint:
                     yield from io.vector_delete(self._b.vectors, list(keys))
         except Exception as exc:
