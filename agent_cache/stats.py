@@ -30,15 +30,7 @@ from typing import Any
 from agent_cache import _fork
 from agent_cache.savings import KINDS, PriceTable, Usage
 
-__all__ = [
-    "CacheStats",
-    "Count",
-    "Event",
-    "LookupOutcome",
-    "NamespaceStats",
-    "StatsRecorder",
-    "StatsSink",
-]
+__all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"]
 
 LAYERS = ("exact", "template", "semantic")
 
