@@ -30,12 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 from agent_cache import _fork, tracing
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Fetched
 from agent_cache._lease import Lease, contend_flow
 from agent_cache._lookup import Reader
@@ -47,12 +48,11 @@ from agent_cache.keys import digest
 from agent_cache.policy import is_cacheable
 from agent_cache.savings import usage_from
 from agent_cache.singleflight import SingleFlight
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, StatsRecorder
 
 __all__ = ["NOT_STORED", "Codec", "Compute", "Fetcher", "NotStored", "Plan"]
 
 log = logging.getLogger("agent_cache")
-T = TypeVar("T")
 
 
 class NotStored(enum.Enum):
@@ -77,18 +77,12 @@ class Codec:
     decode: Callable[[Any], Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class Compute:
-    """The caller's ``compute`` as an op: ``call()`` for the sync driver, ``acall()``
-    (awaiting the coroutine it returns) for the async one."""
+    """The caller's ``compute``: a function (the sync path) or a coroutine function (the
+    async one), called through :func:`agent_cache._io.compute`."""
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        self.fn = fn
-
-    def call(self) -> Any:
-        return self.fn()
-
-    async def acall(self) -> Any:
-        return await self.fn()
+    fn: Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -141,36 +135,6 @@ def _caller_alive() -> Callable[[], bool] | None:
     return lambda: loop.is_running() and not loop.is_closed()
 
 
-class _Flights:
-    """:class:`SingleFlight` for flows: the leader runs the flow with its own driver."""
-
-    def __init__(self, flight: SingleFlight) -> None:
-        self.flight = flight
-
-    def do(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
-        return self.flight.do(key, lambda: run_sync(make()))
-
-    async def ado(self, key: str, make: Callable[[], Flow[T]]) -> tuple[T, bool]:
-        return await self.flight.ado(key, lambda: run_async(make()))
-
-
-class _Background:
-    """Starts a flow without waiting for it: a daemon thread (sync), a task (async)."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[Any]] = set()
-
-    def spawn(self, flow: Flow[Any]) -> None:
-        threading.Thread(
-            target=run_sync, args=(flow,), name="agent-cache-refresh", daemon=True
-        ).start()
-
-    async def aspawn(self, flow: Flow[Any]) -> None:
-        task = asyncio.create_task(run_async(flow))
-        self._tasks.add(task)  # kept until done (the loop holds tasks weakly)
-        task.add_done_callback(self._tasks.discard)
-
-
 class Fetcher:
     """The get-or-compute path of one cache (see the module docstring)."""
 
@@ -195,8 +159,6 @@ class Fetcher:
         self.gate = gate
         self.negative = negative
         self.flight = SingleFlight(timeout)
-        self._flights = _Flights(self.flight)
-        self._background = _Background()
         self._failed = failed
         self._refreshing: set[str] = set()
         self._leading: set[str] = set()  # flight keys whose lease this cache's leader holds
@@ -215,9 +177,9 @@ class Fetcher:
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:
-                lease = yield Op(self, "claim_refresh", (hit, plan.flight_key))
+                lease = yield from io.call(self.claim_refresh, hit, plan.flight_key)
                 if lease is not None:
-                    yield Op(self._background, "spawn", (self._refresh_flow(plan, lease),))
+                    yield from io.spawn(self._refresh_flow(plan, lease))
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
         if plan.policy == "bypass":  # as if there were no cache: no flight, no lease
@@ -227,11 +189,13 @@ class Fetcher:
             found, negative = self._negative_hit(plan.flight_key)
         if found:
             return Fetched(negative)
-        got, ran = yield Op(self._flights, "do", (plan.flight_key, lambda: self._lead_flow(plan)))
+        got, ran = yield from io.single_flight(
+            self.flight, plan.flight_key, lambda: self._lead_flow(plan)
+        )
         if not ran:
-            self._stats.incr("coalesced", namespace=req.namespace)
+            self._stats.incr(Count.COALESCED, namespace=req.namespace)
             return Fetched(got.value, got.hit)
-        return got  # type: ignore[no-any-return]
+        return got
 
     def _lead_flow(self, plan: Plan) -> Flow[Fetched]:
         """This process's one caller for the key: contend across processes, compute.
@@ -256,12 +220,12 @@ class Fetcher:
         lease = Lease(
             self._b.kv, f"flight:{plan.flight_key}", ttl=self.flight.timeout, on_error=self._failed
         )
-        hit, _held = yield from contend_flow(lease, Op(self._reader, "peek", (plan.req,)))
+        hit, _held = yield from contend_flow(lease, lambda: io.call(self._reader.peek, plan.req))
         if hit is not None:
             ok, value = self._decoded(plan, hit)
             if ok:
-                yield Op(lease, "release")
-                self._stats.incr("coalesced", namespace=ns)
+                yield from io.lease_release(lease)
+                self._stats.incr(Count.COALESCED, namespace=ns)
                 return Fetched(value, hit)
             yield from self._evict_flow(hit)
         try:
@@ -269,7 +233,7 @@ class Fetcher:
                 value = yield from self._compute_flow(plan)
             return Fetched(value, computed=True)
         finally:
-            yield Op(lease, "release")
+            yield from io.lease_release(lease)
 
     def _compute_flow(self, plan: Plan) -> Flow[Any]:
         """A model slot, the model call, its record, and the write-back."""
@@ -280,10 +244,10 @@ class Fetcher:
                 return self._overloaded(ns, plan.codec.decode)
             started = time.perf_counter()
             with tracing.span("model_call", namespace=ns):
-                value = yield Op(plan.compute, "call")
+                value = yield from io.compute(plan.compute.fn)
         finally:
             if ticket.token:
-                yield Op(self.gate, "release", (ticket,))
+                yield from io.call(self.gate.release, ticket)
         return (yield from self.settle_flow(plan, started, value))
 
     def settle_flow(
@@ -308,7 +272,7 @@ class Fetcher:
                     plan.req, payload, ttl=plan.ttl, tags=plan.tags, tokens=n, exact=False
                 )
             except AgentCacheError as exc:  # the paid answer is returned all the same
-                self._stats.incr("errors")
+                self._stats.incr(Count.ERRORS)
                 log.warning(
                     "agent-cache could not store a computed answer (returned anyway): %s", exc
                 )
@@ -324,8 +288,8 @@ class Fetcher:
             if not getattr(exc, "inexact", False):
                 return True  # not JSON at all: the write refuses it (counted as an error)
             ns = plan.req.namespace
-            self._stats.incr("not_stored", namespace=ns)
-            self._stats.incr("not_exact", namespace=ns)
+            self._stats.incr(Count.NOT_STORED, namespace=ns)
+            self._stats.incr(Count.NOT_EXACT, namespace=ns)
             with self._refresh_lock:
                 first = ns not in self._inexact
                 self._inexact.add(ns)
@@ -345,11 +309,11 @@ class Fetcher:
         try:
             payload = encode(value)
         except Exception as exc:  # the paid answer is returned all the same
-            self._stats.incr("encode_errors", namespace=ns)
+            self._stats.incr(Count.ENCODE_ERRORS, namespace=ns)
             log.warning("agent-cache could not encode a computed answer (not stored): %r", exc)
             return NOT_STORED
         if payload is NOT_STORED:
-            self._stats.incr("not_stored", namespace=ns)
+            self._stats.incr(Count.NOT_STORED, namespace=ns)
         return payload
 
     def _decoded(self, plan: Plan, hit: CacheHit) -> tuple[bool, Any]:
@@ -361,7 +325,7 @@ class Fetcher:
         try:
             return True, decode(hit.response)
         except Exception as exc:
-            self._stats.incr("decode_errors", namespace=hit.namespace)
+            self._stats.incr(Count.DECODE_ERRORS, namespace=hit.namespace)
             log.warning(
                 "agent-cache: undecodable entry %s evicted and recomputed: %r", hit.key, exc
             )
@@ -370,9 +334,9 @@ class Fetcher:
     def _evict_flow(self, hit: CacheHit) -> Flow[None]:
         """Remove an entry from every layer (its record and its vector)."""
         try:
-            yield Op(self._b.vectors, "delete", ([hit.key],))
-            yield Op(self._b.kv, "delete", ([hit.key],))
-            self._stats.incr("evicted", namespace=hit.namespace)
+            yield from io.vector_delete(self._b.vectors, [hit.key])
+            yield from io.kv_delete(self._b.kv, [hit.key])
+            self._stats.incr(Count.EVICTED, namespace=hit.namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "evict")
 
@@ -390,7 +354,7 @@ class Fetcher:
     # ------------------------------------------------------------------ degradation
     def _overloaded(self, namespace: str, decode: Callable[[Any], Any] | None = None) -> Any:
         """The namespace's fallback (a payload, decoded like a hit), or :class:`Overloaded`."""
-        self._stats.incr("overloaded")
+        self._stats.incr(Count.OVERLOADED)
         gate = self.gate
         why = (
             f"no model call slot within {gate.wait} s (max_model_calls="
@@ -399,14 +363,14 @@ class Fetcher:
         )
         if namespace not in self._s.fallbacks:
             raise Overloaded(f"{why} and no fallback for {namespace!r}", layer="model")
-        self._stats.incr("fallbacks")
+        self._stats.incr(Count.FALLBACKS)
         fallback = self._s.fallbacks[namespace]
         if decode is None:
             return fallback
         try:
             return decode(fallback)
         except Exception as exc:
-            self._stats.incr("decode_errors", namespace=namespace)
+            self._stats.incr(Count.DECODE_ERRORS, namespace=namespace)
             raise Overloaded(
                 f"{why} and the fallback for {namespace!r} does not decode: {exc!r}",
                 layer="model",
@@ -417,7 +381,7 @@ class Fetcher:
             return False, None
         found, value = self.negative.get(flight_key)
         if found:
-            self._stats.incr("negative_hits")
+            self._stats.incr(Count.NEGATIVE_HITS)
         return found, value
 
     def _remember_negative(self, flight_key: str, payload: Any, value: Any) -> bool:
@@ -456,11 +420,11 @@ class Fetcher:
         try:
             with lease.renewing():
                 yield from self._compute_flow(plan)
-            self._stats.incr("refreshed")
+            self._stats.incr(Count.REFRESHED)
         except Exception as exc:  # a background refresh never reaches a caller
-            self._stats.incr("errors")
+            self._stats.incr(Count.ERRORS)
             log.warning("agent-cache refresh-ahead failed: %s", exc)
         finally:
-            yield Op(lease, "release")
+            yield from io.lease_release(lease)
             with self._refresh_lock:
                 self._refreshing.discard(plan.flight_key)

@@ -1,15 +1,18 @@
 """One body for the sync and async paths.
 
 The cache's request logic is written once, as generators that *yield* the I/O they need
-(``_Op``: which backend, which method, which arguments) and receive the result. Two small
-drivers run them: :func:`run_sync` calls the method; :func:`run_async` awaits the
-backend's ``a``-prefixed twin when it has one (Redis, HTTP) and otherwise runs the sync
-method in a worker thread (SQLite, embedded Chroma, a local embedding model), so no
-blocking call ever runs inside the event loop.
+(an :class:`Op`: the function to call, its arguments, and optionally its async twin) and
+receive the result. The flows build their ops through the typed helpers of
+:mod:`agent_cache._io` (``kv_get``, ``embed``, ``lease_acquire``, ``sleep`` ...), one per
+verb. Two small drivers run them: :func:`run_sync` calls the function; :func:`run_async`
+awaits the twin when the op has one (a backend's ``a``-prefixed coroutine method: Redis,
+HTTP) and otherwise runs the sync function in a worker thread (SQLite, embedded Chroma,
+a local embedding model), so no blocking call ever runs inside the event loop.
 
-A flow may itself start flows through an op whose backend has both twins (single-flight
-runs the leader's flow with the caller's driver; refresh-ahead starts one in a thread or
-a task), so the choice of driver is made once, by the public method called.
+A flow may itself start flows through an op whose function and twin run them with the
+sync and the async driver (single-flight runs the leader's flow with the caller's
+driver; refresh-ahead starts one in a thread or a task), so the choice of driver is
+made once, by the public method called.
 
 Whatever an op raises, ``BaseException`` included (a task's ``CancelledError``), is
 thrown into the flow at its ``yield``, so its ``finally`` blocks run and may still yield
@@ -19,7 +22,7 @@ their clean-up ops (releasing a lease) before the exception goes on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,12 +31,15 @@ __all__ = ["Flow", "Op", "run_async", "run_sync"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
-    backend: Any
-    method: str
+    """One I/O step: ``fn(*args, **kwargs)``, or under the async driver ``await
+    afn(*args, **kwargs)`` when ``afn`` is given (else ``fn`` in a worker thread)."""
+
+    fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    afn: Callable[..., Awaitable[Any]] | None = None
 
 
 Flow = Generator[Op, Any, T]
@@ -44,7 +50,7 @@ def run_sync(flow: Flow[T]) -> T:
         op = next(flow)
         while True:
             try:
-                result = getattr(op.backend, op.method)(*op.args, **op.kwargs)
+                result = op.fn(*op.args, **op.kwargs)
             except BaseException as exc:  # handed to the flow, which decides
                 op = flow.throw(exc)
             else:
@@ -54,10 +60,9 @@ def run_sync(flow: Flow[T]) -> T:
 
 
 async def _call_async(op: Op) -> Any:
-    twin = getattr(op.backend, "a" + op.method, None)
-    if twin is not None and asyncio.iscoroutinefunction(twin):
-        return await twin(*op.args, **op.kwargs)
-    return await asyncio.to_thread(getattr(op.backend, op.method), *op.args, **op.kwargs)
+    if op.afn is not None:
+        return await op.afn(*op.args, **op.kwargs)
+    return await asyncio.to_thread(op.fn, *op.args, **op.kwargs)
 
 
 async def run_async(flow: Flow[T]) -> T:

@@ -12,9 +12,8 @@ from typing import Any
 
 from agent_cache import _request as rq
 from agent_cache import semantic
-from agent_cache.errors import ConfigurationError
 from agent_cache.judging import Pending
-from agent_cache.savings import Usage, usage_from
+from agent_cache.savings import Usage
 
 __all__ = ["CacheHit", "Explanation", "Fetched", "Outcome", "hit_from_record"]
 
@@ -112,7 +111,7 @@ class Explanation:
 
 
 def hit_from_record(
-    raw: str | dict[str, Any],
+    record: rq.Record,
     layer: str,
     score: float | None,
     key: str,
@@ -120,24 +119,18 @@ def hit_from_record(
     *,
     similarity: float | None = None,
 ) -> CacheHit:
-    """A stored record (:func:`agent_cache._request.encode_record`, or its decoded
-    dict) as a hit."""
-    record = rq.decode_record(raw, key) if isinstance(raw, str) else raw
-    try:
-        usage = usage_from(record.get("t"))
-    except ConfigurationError:  # a record another writer filled oddly: estimate
-        usage = None
-    expires = record.get("x")
+    """A stored record (:class:`agent_cache._request.Record`) as a hit: its response,
+    prompt, expiry and the usage serving it saves."""
     return CacheHit(
-        record["r"],
+        record.response,
         layer,
         score,
-        str(record.get("p", "")),
+        record.prompt or "",
         key,
         namespace,
         similarity,
-        expires_at=float(expires) if isinstance(expires, int | float) else None,
-        usage=usage,
+        expires_at=record.expires_at,
+        usage=record.usage,
     )
 
 

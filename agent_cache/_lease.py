@@ -12,31 +12,19 @@ answer its holder stores (see there).
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from agent_cache._flow import Flow, Op
+from agent_cache import _io as io
+from agent_cache._flow import Flow
 
-__all__ = ["Lease", "Pause", "contend_flow"]
+__all__ = ["Lease", "contend_flow"]
 
 LOCK_POLL_S = 0.05  # how often a waiter looks for the holder's answer
-
-
-class Pause:
-    """``sleep`` / ``asleep`` for flows (so the async driver never blocks its loop)."""
-
-    @staticmethod
-    def sleep(seconds: float) -> None:
-        time.sleep(seconds)
-
-    @staticmethod
-    async def asleep(seconds: float) -> None:
-        await asyncio.sleep(seconds)
+T = TypeVar("T")
 
 
 class Lease:
@@ -116,13 +104,10 @@ class Lease:
             thread.join(timeout=1.0)
 
 
-_PAUSE = Pause()
-
-
-def contend_flow(lease: Lease, peek: Op) -> Flow[tuple[Any, bool]]:
+def contend_flow(lease: Lease, peek: Callable[[], Flow[T | None]]) -> Flow[tuple[T | None, bool]]:
     """Single-flight across processes on a shared store (SQLite file, Redis).
 
-    ``peek`` is the op that reads the answer without stats (``None`` when there is
+    ``peek()`` is the flow that reads the answer without stats (``None`` when there is
     none yet). Returns ``(answer, held)``: the answer another process stored while we
     waited, or ``(None, True)`` when we hold the lease and must compute, or
     ``(None, False)`` when there is no lock to take (memory store, store down: compute,
@@ -134,14 +119,14 @@ def contend_flow(lease: Lease, peek: Op) -> Flow[tuple[Any, bool]]:
     finished without storing or stopped renewing (crashed, killed, its store
     unreachable): at most ``ttl`` + ``LOCK_POLL_S`` seconds after its last renewal.
     """
-    held = yield Op(lease, "acquire")
+    held = yield from io.lease_acquire(lease)
     while held is False:
-        yield Op(_PAUSE, "sleep", (LOCK_POLL_S,))
-        found = yield peek
+        yield from io.sleep(LOCK_POLL_S)
+        found = yield from peek()
         if found is not None:
             return found, False
-        held = yield Op(lease, "acquire")
+        held = yield from io.lease_acquire(lease)
     if not held:
         return None, False
-    found = yield peek
+    found = yield from peek()
     return found, True

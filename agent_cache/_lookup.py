@@ -19,16 +19,17 @@ from typing import Any
 
 import numpy as np
 
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache import semantic, tracing
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op
+from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Outcome, hit_from_record
 from agent_cache._settings import Settings
 from agent_cache._trust import Trust
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import VectorMatch
-from agent_cache.stats import HIT, StatsRecorder
+from agent_cache.stats import HIT, Count, LookupOutcome, StatsRecorder
 
 __all__ = ["POLICIES", "Reader"]
 
@@ -105,10 +106,10 @@ class Reader:
         if policy not in POLICIES:
             raise ConfigurationError(f"policy must be one of {POLICIES}, not {policy!r}")
         if policy in ("bypass", "refresh"):
-            self._stats.request(namespace, "none", "bypass", 0.0)
+            self._stats.request(namespace, "none", LookupOutcome.BYPASS, 0.0)
             return False
         if self._s.bypass_rate and self._rng.random() < self._s.bypass_rate:
-            self._stats.request(namespace, "none", "control", 0.0)
+            self._stats.request(namespace, "none", LookupOutcome.CONTROL, 0.0)
             return False
         return True
 
@@ -118,22 +119,23 @@ class Reader:
         hit, label = self._trust.review(outcome, namespace)
         elapsed = time.perf_counter() - started
         if hit is None:
-            layer = "semantic" if label != "miss" and label != "error" else "none"
+            missed = label in (LookupOutcome.MISS, LookupOutcome.ERROR)
+            layer = "none" if missed else "semantic"
             self._stats.request(namespace, layer, label, elapsed)
         else:
-            layer, label = hit.layer, HIT
+            layer, label = hit.layer, LookupOutcome.HIT
             self._stats.request(namespace, layer, label, elapsed)
             self._stats.saved(namespace, llm_string, hit.usage, rq.estimate_tokens(hit.response))
-        tracing.annotate(None, layer=layer, outcome=label, score=hit.score if hit else None)
+        tracing.annotate(None, layer=layer, outcome=str(label), score=hit.score if hit else None)
         return hit
 
     def layers_flow(self, req: rq.Request, now: float) -> Flow[Outcome]:
         """Exact (or template) key first, then the semantic layer."""
         kv = self._b.kv
-        version = yield Op(kv, "get_counter", (rq.version_counter(req.namespace),))
+        version = yield from io.kv_get_counter(kv, rq.version_counter(req.namespace))
         keys = rq.keys_for(req, version)
         with tracing.span("exact", namespace=req.namespace) as sp:
-            raw = yield Op(kv, "get", (keys.primary, now))
+            raw = yield from io.kv_get(kv, keys.primary, now)
             tracing.annotate(sp, outcome="miss" if raw is None else HIT)
         if raw is not None:
             layer = "template" if keys.template else "exact"
@@ -156,26 +158,23 @@ class Reader:
 
     # ------------------------------------------------------------------ semantic layer
     def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[Outcome]:
-        vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+        vectors = yield from io.embed(self._b.embedder, [req.prompt])
         scope = self.vector_scope(keys, vectors[0])
-        matches: list[VectorMatch] = yield Op(
-            self._b.vectors,
-            "query",
-            (vectors[0],),
-            {"k": self._top_k(req.prompt), "scope": scope, "now": now},
+        matches = yield from io.vector_query(
+            self._b.vectors, vectors[0], k=self._top_k(req.prompt), scope=scope, now=now
         )
         verdicts = yield from self.verdicts_flow(req, matches)
         refused = None
         for v in verdicts:
             if v.outcome == "refused":
-                self._stats.incr(f"refused:{v.reason}", namespace=req.namespace)
-                refused = refused or f"refused_{v.reason}"
+                self._stats.incr(Count.REFUSED_PREFIX + v.reason, namespace=req.namespace)
+                refused = refused or f"{LookupOutcome.REFUSED}_{v.reason}"
         for v in verdicts:
             if v.outcome != "serve":
                 break  # servable verdicts come first
-            raw = yield Op(self._b.kv, "get", (v.candidate.key, now))
+            raw = yield from io.kv_get(self._b.kv, v.candidate.key, now)
             if raw is None:  # expired, evicted or invalidated: drop the stale vector
-                yield Op(self._b.vectors, "delete", ([v.candidate.id],))
+                yield from io.vector_delete(self._b.vectors, [v.candidate.id])
                 continue
             record = yield from self._verified_flow(raw, v.candidate.key, None, req.namespace)
             if record is None:
@@ -194,16 +193,16 @@ class Reader:
 
     def _verified_flow(
         self, raw: str, key: str, req: rq.Request | None, namespace: str
-    ) -> Flow[dict[str, Any] | None]:
+    ) -> Flow[rq.Record | None]:
         """The decoded record read under ``key``, or ``None`` when it is not the one
-        written there (:func:`agent_cache._request.record_mismatch`: a restored or
+        written there (:meth:`agent_cache._request.Record.mismatch`: a restored or
         mixed-up database): never served, counted (``record_mismatch``), evicted with
         its vector; warned once per cache, at debug level after."""
-        record = rq.decode_record(raw, key)
-        why = rq.record_mismatch(record, key, req)
+        record = rq.Record.decode(raw, key)
+        why = record.mismatch(key, req)
         if why is None:
             return record
-        self._stats.incr("record_mismatch", namespace=namespace)
+        self._stats.incr(Count.RECORD_MISMATCH, namespace=namespace)
         first, self._mismatch_warned = not self._mismatch_warned, True
         (log.warning if first else log.debug)(
             "agent-cache: the record under %s is not the one written there (its %s "
@@ -211,8 +210,8 @@ class Reader:
             key,
             why,
         )
-        yield Op(self._b.vectors, "delete", ([key],))
-        yield Op(self._b.kv, "delete", ([key],))
+        yield from io.vector_delete(self._b.vectors, [key])
+        yield from io.kv_delete(self._b.kv, [key])
         return None
 
     def verdicts_flow(
@@ -220,7 +219,7 @@ class Reader:
     ) -> Flow[list[semantic.Verdict]]:
         """The semantic decision (:mod:`agent_cache.semantic`) over the k-NN candidates:
         screen, have the verifier score what is left, decide."""
-        threshold = yield Op(self._trust, "threshold_for", (req.namespace,))
+        threshold = yield from io.call(self._trust.threshold_for, req.namespace)
         policy = self.policy(req.namespace, threshold)
         candidates = [
             semantic.Candidate(
@@ -234,7 +233,7 @@ class Reader:
         scores: list[float] = []
         if pending and reranker is not None:
             with tracing.span("verify", namespace=req.namespace, candidates=len(pending)) as sp:
-                scores = list((yield Op(reranker, "score", (req.prompt, pending))))
+                scores = list((yield from io.rerank(reranker, req.prompt, pending)))
                 tracing.annotate(sp, score=max(scores, default=None))
         return semantic.finish(verdicts, scores, policy)
 
@@ -271,7 +270,7 @@ class Reader:
         out.extend(semantic.screen(query, plain, policy, verifier=verify))
         if focused:
             texts = sorted({t for _, f in focused for t in (f.query, f.candidate)})
-            rows = yield Op(self._b.embedder, "embed", (texts,))
+            rows = yield from io.embed(self._b.embedder, texts)
             at = {t: rows[i] for i, t in enumerate(texts)}
             for cand, f in focused:
                 cos = float(min(1.0, max(0.0, float(np.dot(at[f.query], at[f.candidate])))))
@@ -281,7 +280,7 @@ class Reader:
         probes = semantic.synonym_probes(out)  # a swapped word the model may explain
         if probes:
             texts = [t for p in probes for t in (p.text, p.masked)]
-            rows = yield Op(self._b.embedder, "embed", (texts,))
+            rows = yield from io.embed(self._b.embedder, texts)
             out = semantic.model_checked(out, probes, rows, verifier=verify)
         if self._judge is not None:
             out = yield from self._judged_flow(query, out, policy)
@@ -312,8 +311,8 @@ class Reader:
         if not unsure:
             return verdicts
         best = max(unsure, key=lambda v: v.score)
-        yes = yield Op(judge, "ask", (query, best.candidate.text))
-        self._stats.incr("judge:served" if yes else "judge:refused")
+        yes = yield from io.judge_ask(judge, query, best.candidate.text)
+        self._stats.incr(Count.JUDGE_SERVED if yes else Count.JUDGE_REFUSED)
         if not yes:
             return verdicts
         served = semantic.Verdict(
@@ -324,22 +323,19 @@ class Reader:
     def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
         """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""
         if candidate is not None:
-            vectors = yield Op(self._b.embedder, "embed", ([req.prompt, candidate],))
+            vectors = yield from io.embed(self._b.embedder, [req.prompt, candidate])
             cos = float(min(1.0, max(0.0, float(np.dot(vectors[0], vectors[1])))))
             matches = [VectorMatch("candidate", cos, {"key": "", "text": candidate})]
         else:
-            version = yield Op(self._b.kv, "get_counter", (rq.version_counter(req.namespace),))
+            version = yield from io.kv_get_counter(self._b.kv, rq.version_counter(req.namespace))
             keys = rq.keys_for(req, version)
-            vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
-            matches = yield Op(
+            vectors = yield from io.embed(self._b.embedder, [req.prompt])
+            matches = yield from io.vector_query(
                 self._b.vectors,
-                "query",
-                (vectors[0],),
-                {
-                    "k": self._top_k(req.prompt),
-                    "scope": self.vector_scope(keys, vectors[0]),
-                    "now": self._s.clock(),
-                },
+                vectors[0],
+                k=self._top_k(req.prompt),
+                scope=self.vector_scope(keys, vectors[0]),
+                now=self._s.clock(),
             )
         return (yield from self.verdicts_flow(req, matches))
 
@@ -352,11 +348,11 @@ class Reader:
             raw = self._b.kv.get(key, self._s.clock())
             if raw is None:
                 return None
-            record = rq.decode_record(raw, key)
+            record = rq.Record.decode(raw, key)
         except Exception as exc:
             self._failed(exc, "lookup")
             return None
-        if rq.record_mismatch(record, key, None if req.template else req) is not None:
-            self._stats.incr("record_mismatch", namespace=req.namespace)
+        if record.mismatch(key, None if req.template else req) is not None:
+            self._stats.incr(Count.RECORD_MISMATCH, namespace=req.namespace)
             return None  # the lookup that follows evicts it
-        return CacheHit(record["r"], "exact", None, str(record.get("p", "")), key, req.namespace)
+        return hit_from_record(record, "exact", None, key, req.namespace)

@@ -12,6 +12,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 
 from agent_cache.errors import AgentCacheError, ConfigurationError, SerializationError
 from agent_cache.keys import KEY_PREFIX, Template, canonical_json, digest, normalize
+from agent_cache.savings import Usage, usage_from
 
 __all__ = [
     "CachePolicy",
@@ -19,17 +20,15 @@ __all__ = [
     "Keys",
     "Options",
     "ReadArgs",
+    "Record",
     "Request",
     "ScopeArgs",
     "StoreArgs",
     "StreamArgs",
     "check_name",
-    "decode_record",
     "embedder_tag",
-    "encode_record",
     "entry_scope",
     "prepare",
-    "record_mismatch",
     "vector_scope",
     "version_counter",
 ]
@@ -371,45 +370,115 @@ def keys_for(req: Request, version: int) -> Keys:
     return Keys(exact=exact, template=template, _base=base)
 
 
-def encode_record(
-    prompt: str,
-    response: Any,
-    *,
-    tokens: int | dict[str, int] | None,
-    created: float,
-    tier: str,
-    expires: float | None = None,
-    key: str | None = None,
-) -> str:
-    """The JSON record stored in the exact layer; never pickle.
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One entry's record, stored as JSON text in the exact layer (never pickle).
 
-    Refused with ``SerializationError`` (nothing is written): values JSON cannot hold
-    (objects, NaN, infinity), text that is not valid Unicode (a lone surrogate, which no
-    store can encode) and nesting deeper than :data:`MAX_JSON_DEPTH`. Values that would
-    read back as something else are refused before, where the caller's own value is
-    stored (:func:`check_exact`); a codec's payload is its codec's to restore.
+    The one encoder (:meth:`encode`) and decoder (:meth:`decode`) of the stored format,
+    a JSON object with one-letter fields: ``p`` (the prompt), ``r`` (the response),
+    ``t`` (the usage the model reported), ``c`` (when it was written), ``tier`` (the TTL
+    tier), ``x`` (when it expires) and, when set, ``k`` (the key it was written under).
+    A decoded record keeps what it can use of fields another writer filled oddly: a
+    ``p`` that is not a string, a ``c`` or ``x`` that is not a number, a ``tier`` that is
+    not a string read as absent (``None``); ``t`` is kept as stored (see :attr:`usage`).
+
+    Example:
+        >>> text = Record("What is RAG?", "Retrieval.", created=1.0).encode()
+        >>> text
+        '{"p": "What is RAG?", "r": "Retrieval.", "t": null, "c": 1.0, "tier": "", "x": null}'
+        >>> Record.decode(text, "k").response
+        'Retrieval.'
     """
-    check_depth(response)
-    fields: dict[str, Any] = {
-        "p": prompt,
-        "r": response,
-        "t": tokens,
-        "c": created,
-        "tier": tier,
-        "x": expires,
-    }
-    if key is not None:
-        fields["k"] = key  # the key it is written under: a read checks it (record_mismatch)
-    try:
-        text = json.dumps(
-            fields,
-            ensure_ascii=False,
-            allow_nan=False,
+
+    prompt: str | None
+    response: Any
+    tokens: Any = None
+    created: float | None = None
+    tier: str | None = ""
+    expires: float | None = None
+    key: str | None = None
+
+    def encode(self) -> str:
+        """The JSON text; ``SerializationError`` (nothing is written) for values JSON
+        cannot hold (objects, NaN, infinity), text that is not valid Unicode (a lone
+        surrogate, which no store can encode) and nesting deeper than
+        :data:`MAX_JSON_DEPTH`. Values that would read back as something else are refused
+        before, where the caller's own value is stored (:func:`check_exact`); a codec's
+        payload is its codec's to restore."""
+        check_depth(self.response)
+        fields: dict[str, Any] = {
+            "p": self.prompt,
+            "r": self.response,
+            "t": self.tokens,
+            "c": self.created,
+            "tier": self.tier,
+            "x": self.expires,
+        }
+        if self.key is not None:
+            fields["k"] = self.key  # the key it is written under: a read checks it (mismatch)
+        try:
+            text = json.dumps(fields, ensure_ascii=False, allow_nan=False)
+            text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise SerializationError(f"response is not JSON-serializable: {exc}") from exc
+        return text
+
+    @classmethod
+    def decode(cls, raw: str, key: str) -> Record:
+        """The record in ``raw`` (read under ``key``); ``SerializationError`` for text
+        that is not a JSON object with a response."""
+        try:
+            fields = json.loads(raw)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise SerializationError("corrupt cache record", key=key) from exc
+        if not isinstance(fields, dict) or "r" not in fields:
+            raise SerializationError("corrupt cache record", key=key)
+        prompt, created, tier = fields.get("p"), fields.get("c"), fields.get("tier")
+        expires, written = fields.get("x"), fields.get("k")
+        return cls(
+            prompt if isinstance(prompt, str) else None,
+            fields["r"],
+            fields.get("t"),
+            created if isinstance(created, int | float) else None,
+            tier if isinstance(tier, str) else None,
+            expires if isinstance(expires, int | float) else None,
+            None if written is None else str(written),
         )
-        text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError (a ValueError)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise SerializationError(f"response is not JSON-serializable: {exc}") from exc
-    return text
+
+    @property
+    def usage(self) -> Usage | None:
+        """The tokens the model call reported; ``None`` when none were, or when another
+        writer filled ``t`` oddly (the saving is then estimated)."""
+        try:
+            return usage_from(self.tokens)
+        except ConfigurationError:
+            return None
+
+    @property
+    def expires_at(self) -> float | None:
+        return None if self.expires is None else float(self.expires)
+
+    def mismatch(self, key: str, req: Request | None) -> str | None:
+        """Why this record, read under ``key``, is not the request's answer, or ``None``.
+
+        A record names the key it was written under (``k``: the hash of namespace,
+        version, model, template version, context and normalized prompt); a record under
+        another key (a restored or mixed-up database file) is refused. With ``req`` (an
+        exact hit) the stored prompt must also normalize to the request's: records
+        written before ``k`` existed, and by writers that do not set it, are checked
+        that way.
+        """
+        if self.key is not None and self.key != key:
+            return "key"
+        if req is None:
+            return None
+        prompt = self.prompt
+        if prompt is None:
+            return "prompt"
+        if prompt == req.prompt:
+            return None  # the common case: no second normalization
+        stored = prompt if req.verbatim else normalize(prompt, casefold=req.casefold)
+        return None if stored == req.normalized else "prompt"
 
 
 def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
@@ -483,44 +552,11 @@ def _inexact(item: Any) -> SerializationError:
 
 
 def check_json(response: Any, *, exact: bool = True) -> None:
-    """Refuse (``SerializationError``) what :func:`encode_record` refuses and, with
+    """Refuse (``SerializationError``) what :meth:`Record.encode` refuses and, with
     ``exact``, what would not read back equal with equal types (:func:`check_exact`)."""
     if exact:
         check_exact(response)
-    encode_record("", response, tokens=None, created=0.0, tier="")
-
-
-def decode_record(raw: str, key: str) -> dict[str, Any]:
-    try:
-        record = json.loads(raw)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise SerializationError("corrupt cache record", key=key) from exc
-    if not isinstance(record, dict) or "r" not in record:
-        raise SerializationError("corrupt cache record", key=key)
-    return record
-
-
-def record_mismatch(record: Mapping[str, Any], key: str, req: Request | None) -> str | None:
-    """Why a record read under ``key`` is not the request's answer, or ``None``.
-
-    A record names the key it was written under (``"k"``: the hash of namespace,
-    version, model, template version, context and normalized prompt); a record under
-    another key (a restored or mixed-up database file) is refused. With ``req`` (an
-    exact hit) the stored prompt must also normalize to the request's: records written
-    before ``"k"`` existed, and by writers that do not set it, are checked that way.
-    """
-    written = record.get("k")
-    if written is not None and written != key:
-        return "key"
-    if req is None:
-        return None
-    prompt = record.get("p")
-    if not isinstance(prompt, str):
-        return "prompt"
-    if prompt == req.prompt:
-        return None  # the common case: no second normalization
-    stored = prompt if req.verbatim else normalize(prompt, casefold=req.casefold)
-    return None if stored == req.normalized else "prompt"
+    Record("", response, created=0.0).encode()
 
 
 def estimate_tokens(response: Any) -> int:

@@ -15,16 +15,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache import semantic
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op
+from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Outcome
 from agent_cache._settings import Settings
 from agent_cache.differences import analyze
 from agent_cache.errorbound import ErrorBound
 from agent_cache.judging import AnswerJudge, Pending
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, LookupOutcome, StatsRecorder
 
 __all__ = ["Trust"]
 
@@ -88,17 +89,17 @@ class Trust:
         )
         if analysis.refused:
             return None
-        raw = yield Op(self._b.kv, "get", (best.candidate.key, now))
+        raw = yield from io.kv_get(self._b.kv, best.candidate.key, now)
         if raw is None:
             return None
-        record = rq.decode_record(raw, best.candidate.key)
-        if rq.record_mismatch(record, best.candidate.key, None) is not None:
+        record = rq.Record.decode(raw, best.candidate.key)
+        if record.mismatch(best.candidate.key, None) is not None:
             return None  # not the candidate's record: nothing to judge
         return Pending(
             req.namespace,
             req.prompt,
             best.candidate.text,
-            record["r"],
+            record.response,
             best.candidate.similarity,
             "explore",
         )
@@ -107,15 +108,17 @@ class Trust:
         """What a finished lookup serves, and its label when it serves nothing: a
         semantic hit withheld in shadow mode or for an audit is kept for judging."""
         hit = outcome.hit
-        label = "error" if outcome.error else (outcome.refused or "miss")
+        label: str = (
+            LookupOutcome.ERROR if outcome.error else (outcome.refused or LookupOutcome.MISS)
+        )
         if hit is not None and hit.layer == "semantic":
             kind = ""
             if self._s.shadow:
-                kind = "shadow"
-                self._stats.incr("shadow:would_hit", namespace=namespace)
+                kind = LookupOutcome.SHADOW.value
+                self._stats.incr(Count.SHADOW_WOULD_HIT, namespace=namespace)
             elif self._s.max_error_rate is not None and self._rng.random() < self._s.audit_rate:
-                kind = "audit"
-                self._stats.incr("audited", namespace=namespace)
+                kind = LookupOutcome.AUDIT.value
+                self._stats.incr(Count.AUDITED, namespace=namespace)
             if kind:
                 similarity = hit.similarity if hit.similarity is not None else 0.0
                 self.judge.expect(
@@ -131,7 +134,7 @@ class Trust:
                 )
                 return None, kind
         elif hit is None and outcome.explore is not None:
-            self._stats.incr("explored", namespace=namespace)
+            self._stats.incr(Count.EXPLORED, namespace=namespace)
             self.judge.expect(outcome.query_key, outcome.explore)
         return hit, label
 
@@ -143,19 +146,21 @@ class Trust:
         agree = yield from self.judge.agree_flow(pending, response, self._b.embedder)
         self._stats.judged(pending.namespace, pending.kind, pending.similarity, agree)
         if agree is not None:
-            yield Op(
-                self.bound, "record", (pending.namespace, pending.similarity), {"wrong": not agree}
+            yield from io.call(
+                self.bound.record, pending.namespace, pending.similarity, wrong=not agree
             )
 
     def feedback_flow(self, hit: CacheHit, correct: bool, namespace: str) -> Flow[None]:
         """Record a report on a served hit; a wrong one is evicted from every layer."""
-        self._stats.incr("feedback:correct" if correct else "feedback:wrong", namespace=namespace)
+        self._stats.incr(
+            Count.FEEDBACK_CORRECT if correct else Count.FEEDBACK_WRONG, namespace=namespace
+        )
         try:
             if hit.layer == "semantic" and hit.similarity is not None:
-                yield Op(self.bound, "record", (namespace, hit.similarity), {"wrong": not correct})
+                yield from io.call(self.bound.record, namespace, hit.similarity, wrong=not correct)
             if not correct:
-                yield Op(self._b.vectors, "delete", ([hit.key],))
-                yield Op(self._b.kv, "delete", ([hit.key],))
-                self._stats.incr("evicted", namespace=namespace)
+                yield from io.vector_delete(self._b.vectors, [hit.key])
+                yield from io.kv_delete(self._b.kv, [hit.key])
+                self._stats.incr(Count.EVICTED, namespace=namespace)
         except Exception as exc:  # a failing store is logged, never raised
             self._failed(exc, "feedback")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache import semantic, tracing
 from agent_cache._backends import Backends
-from agent_cache._flow import Flow, Op
+from agent_cache._flow import Flow
 from agent_cache._lookup import Reader
 from agent_cache._settings import Settings
 from agent_cache._trust import Trust
@@ -32,7 +33,7 @@ from agent_cache.errors import ConfigurationError, SerializationError
 from agent_cache.policy import is_cacheable
 from agent_cache.protocols import MetaValue
 from agent_cache.savings import Usage, usage_from
-from agent_cache.stats import StatsRecorder
+from agent_cache.stats import Count, StatsRecorder
 
 __all__ = ["Writer", "check_invalidation_tags", "check_namespace"]
 
@@ -74,7 +75,7 @@ class Writer:
         rq.check_ttl(ttl)
         rq.check_json(response, exact=exact)  # SerializationError before anything is written
         if not is_cacheable(response):
-            self._stats.incr("skipped_stores", namespace=namespace)
+            self._stats.incr(Count.SKIPPED_STORES, namespace=namespace)
             return False
         return True
 
@@ -98,7 +99,9 @@ class Writer:
         keys = None
         try:
             with tracing.span("store", namespace=req.namespace):
-                version = yield Op(self._b.kv, "get_counter", (rq.version_counter(req.namespace),))
+                version = yield from io.kv_get_counter(
+                    self._b.kv, rq.version_counter(req.namespace)
+                )
                 keys = rq.keys_for(req, version)
                 if not admitted:
                     return keys.primary
@@ -108,7 +111,7 @@ class Writer:
         except Exception as exc:
             self._failed(exc, "store")
             return (keys or rq.keys_for(req, 0)).primary
-        self._stats.incr("stores", namespace=req.namespace)
+        self._stats.incr(Count.STORES, namespace=req.namespace)
         return keys.primary
 
     def _entry(
@@ -123,7 +126,7 @@ class Writer:
         """The record to store and when it expires."""
         ttl_s, tier = self._s.ttl_policy.ttl_for(req.normalized, ttl)
         expires = self._s.ttl_policy.expires_at(now, ttl_s)
-        record = rq.encode_record(
+        record = rq.Record(
             req.prompt,
             response,
             tokens=usage.as_record() if usage else None,
@@ -132,7 +135,7 @@ class Writer:
             expires=expires,
             key=keys.primary,
         )
-        return record, expires
+        return record.encode(), expires
 
     def _vector_meta(
         self, req: rq.Request, keys: rq.Keys, vector: Any, now: float, expires: float | None
@@ -168,17 +171,17 @@ class Writer:
         }
         if joint:  # embed first: the entry and its vector are written in one transaction
             try:
-                vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+                vectors = yield from io.embed(self._b.embedder, [req.prompt])
             except Exception as exc:  # no vector: the exact entry is written all the same
                 self._failed(exc, "embedding")
             else:
                 write["vector"] = vectors[0]
                 write["vector_meta"] = self._vector_meta(req, keys, vectors[0], now, expires)
-        yield Op(kv, "set", (keys.primary, record), write)
+        yield from io.kv_set(kv, keys.primary, record, write)
         if embedded and not joint:
-            vectors = yield Op(self._b.embedder, "embed", ([req.prompt],))
+            vectors = yield from io.embed(self._b.embedder, [req.prompt])
             meta = self._vector_meta(req, keys, vectors[0], now, expires)
-            yield Op(self._b.vectors, "add", ([keys.primary], vectors[:1], [meta]))
+            yield from io.vector_add(self._b.vectors, [keys.primary], vectors[:1], [meta])
         yield from self._after_write_flow(req.namespace, now)
         yield from self._trust.judge_flow(keys.exact, response)
 
@@ -197,14 +200,16 @@ class Writer:
             raise ConfigurationError("batch_size must be >= 1")
         pending = [(req, r) for req, r in reqs if self.admit(r, tags, ttl, namespace)]
         kv = self._b.kv
-        version = yield Op(kv, "get_counter", (rq.version_counter(namespace),))
+        version = yield from io.kv_get_counter(kv, rq.version_counter(namespace))
         now = self._s.clock()
         out: list[str] = []
         joint = self._b.joint
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
             texts = [req.prompt for req, _ in chunk if self._reader.semantic_on(req)]
-            embedded = iter((yield Op(self._b.embedder, "embed", (texts,))) if texts else [])
+            embedded: Iterator[Any] = iter(
+                (yield from io.embed(self._b.embedder, texts)) if texts else []
+            )
             ids: list[str] = []
             vecs: list[Any] = []
             metas: list[dict[str, MetaValue]] = []
@@ -227,12 +232,12 @@ class Writer:
                         ids.append(keys.primary)
                         vecs.append(vector)
                         metas.append(meta)
-                yield Op(kv, "set", (keys.primary, record), write)
+                yield from io.kv_set(kv, keys.primary, record, write)
                 out.append(keys.primary)
                 judged.append((keys.exact, response))
             if ids:
-                yield Op(self._b.vectors, "add", (ids, vecs, metas))
-            self._stats.incr("stores", len(chunk), namespace=namespace)
+                yield from io.vector_add(self._b.vectors, ids, vecs, metas)
+            self._stats.incr(Count.STORES, len(chunk), namespace=namespace)
             yield from self._quota_flow(namespace)
             yield from self.housekeep_flow(now, force=True)
             for query_key, response in judged:
@@ -255,11 +260,11 @@ class Writer:
         joint = self._b.joint
         try:
             if callable(getattr(kv, "housekeep", None)):
-                keys = yield Op(kv, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+                keys = yield from io.kv_housekeep(kv, now, _HOUSEKEEP_BATCH)
                 if keys and not joint:
-                    yield Op(vectors, "delete", (list(keys),))
+                    yield from io.vector_delete(vectors, list(keys))
             if not joint and callable(getattr(vectors, "housekeep", None)):
-                yield Op(vectors, "housekeep", (now,), {"limit": _HOUSEKEEP_BATCH})
+                yield from io.vector_housekeep(vectors, now, _HOUSEKEEP_BATCH)
         except Exception as exc:
             self._failed(exc, "housekeeping")
 
@@ -270,11 +275,11 @@ class Writer:
         if keep is None or not callable(getattr(kv, "evict_over", None)):
             return
         try:
-            keys = yield Op(kv, "evict_over", (namespace, keep))
+            keys = yield from io.kv_evict_over(kv, namespace, keep)
             if keys:
-                self._stats.incr("quota_evicted", len(keys))
+                self._stats.incr(Count.QUOTA_EVICTED, len(keys))
                 if not self._b.joint:
-                    yield Op(self._b.vectors, "delete", (list(keys),))
+                    yield from io.vector_delete(self._b.vectors, list(keys))
         except Exception as exc:
             self._failed(exc, "quota")
 
@@ -285,20 +290,16 @@ class Writer:
         """Delete, in batches, the entries of ``namespace`` (``None``: every namespace)
         carrying any of ``tags``."""
         removed = 0
-        scoped = {"namespace": namespace} if namespace is not None else {}
         for tag in tags:
             while True:
-                keys = yield Op(self._b.kv, "keys_for_tag", (tag, batch_size), scoped)
+                keys = yield from io.kv_keys_for_tag(self._b.kv, tag, batch_size, namespace)
                 if not keys:
                     break
-                yield Op(self._b.vectors, "delete", (keys,))
-                removed += yield Op(self._b.kv, "delete", (keys,))
+                yield from io.vector_delete(self._b.vectors, keys)
+                removed += yield from io.kv_delete(self._b.kv, keys)
                 if pause:
-                    yield Op(self, "sleep", (pause,))
+                    yield from io.call(self._s.sleep, pause)
         return removed
-
-    def sleep(self, seconds: float) -> None:
-        self._s.sleep(seconds)
 
 
 def check_invalidation_tags(tags: Iterable[str], batch_size: int) -> list[str]:

@@ -24,10 +24,11 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
+from agent_cache import _io as io
 from agent_cache import _request as rq
 from agent_cache._backends import Backends, VectorBackend, report_failure
 from agent_cache._fetch import Codec, Compute, Fetcher, Plan
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._flow import Flow, run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
 from agent_cache._lookup import Reader
 from agent_cache._settings import Setting, Settings, args_for, sinks_from
@@ -677,7 +678,7 @@ class LayeredCache:
         return await run_async(self._bump(namespace))
 
     def _bump(self, namespace: str) -> Flow[int]:
-        return _ops(Op(self.kv_store, "incr", (rq.version_counter(rq.check_name(namespace)),)))
+        return _ops(io.kv_incr(self.kv_store, rq.version_counter(rq.check_name(namespace))))
 
     def clear(self, namespace: str | None = None) -> None:
         """Remove every entry (of one namespace, or all: ``None``). A namespace that is
@@ -690,7 +691,7 @@ class LayeredCache:
 
     def _clear(self, namespace: str | None) -> Flow[Any]:
         ns = rq.check_name(namespace, allow_none=True)
-        return _ops(Op(self.kv_store, "clear", (ns,)), Op(self.vector_store, "clear", (ns,)))
+        return _ops(io.kv_clear(self.kv_store, ns), io.vector_clear(self.vector_store, ns))
 
     def housekeep(self) -> None:
         """Run one housekeeping pass now (writes run one every few calls by themselves):
@@ -830,9 +831,9 @@ class LayeredCache:
         self.close()
 
 
-def _ops(*ops: Op) -> Flow[Any]:
-    """A flow of ``ops`` one after the other; returns the last one's result."""
+def _ops(*flows: Flow[Any]) -> Flow[Any]:
+    """``flows`` one after the other; returns the last one's result."""
     result = None
-    for op in ops:
-        result = yield op
+    for flow in flows:
+        result = yield from flow
     return result

@@ -23,15 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_cache import _fork
-from agent_cache._flow import Flow, Op, run_sync
-from agent_cache._lease import Pause
+from agent_cache import _io as io
+from agent_cache._flow import Flow, run_sync
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.policy import is_cacheable
 
 __all__ = ["ModelGate", "NegativeCache", "Overloaded", "Ticket", "looks_refused"]
 
 _POLL_S = 0.02
-_PAUSE = Pause()
 _REFUSAL = re.compile(
     r"^\s*(i['’]m sorry|i am sorry|sorry, (but )?i|i can(no|['’])t|i cannot|i won['’]t|"
     r"i am unable|i['’]m unable|i['’]m not able|as an ai)\b",
@@ -154,8 +153,8 @@ class ModelGate:
         return self.limit is not None or self.shared_limit is not None
 
     # -- one attempt, shared by the sync and async loops ---------------------------------
-    def _try(self, token: str, have_local: bool) -> tuple[bool, bool]:
-        """(local slot held, all slots held)."""
+    def try_slots(self, token: str, have_local: bool) -> tuple[bool, bool]:
+        """One attempt at the slots: (local slot held, all slots held)."""
         if not have_local and self._sem is not None:
             have_local = self._sem.acquire(blocking=False)
             if not have_local:
@@ -204,14 +203,14 @@ class ModelGate:
         if not self.active:
             return Ticket("", False, True)
         token = uuid.uuid4().hex
-        local, ok = yield Op(self, "_try", (token, False))
+        local, ok = yield from io.call(self.try_slots, token, False)
         queued = False
         if not ok:
             queued = self._enter_queue()
             deadline = time.monotonic() + self.wait
             while queued and not ok and time.monotonic() < deadline:
-                yield Op(_PAUSE, "sleep", (_POLL_S,))
-                local, ok = yield Op(self, "_try", (token, local))
+                yield from io.sleep(_POLL_S)
+                local, ok = yield from io.call(self.try_slots, token, local)
             if queued:
                 self._leave_queue()
         return Ticket(token, local, ok)

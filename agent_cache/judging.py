@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from agent_cache import _fork
-from agent_cache._flow import Flow, Op
+from agent_cache import _io as io
+from agent_cache._flow import Flow
 from agent_cache.differences import analyze
 from agent_cache.keys import normalize
 
@@ -114,7 +115,7 @@ class AnswerJudge:
             found = analyze(a, b)
             if any(d.kind in _HARD for d in found.refusals):
                 return False
-        vectors = yield Op(embedder, "embed", ([a, b],))
+        vectors = yield from io.embed(embedder, [a, b])
         sim = float(np.dot(vectors[0], vectors[1]))
         if sim >= self.agree_at:
             return True

@@ -54,7 +54,7 @@ from typing import Any
 
 from agent_cache import _fork
 from agent_cache.errors import ConfigurationError, MissingDependencyError
-from agent_cache.stats import StatsSink, split_outcome
+from agent_cache.stats import Count, LookupOutcome, StatsSink, split_outcome
 
 __all__ = [
     "LOOKUP_BUCKETS",
@@ -165,7 +165,7 @@ class PrometheusMetrics(StatsSink):
     def request(self, namespace: str, layer: str, outcome: str, seconds: float) -> None:
         kind, reason = split_outcome(outcome)
         self._m["requests"].labels(namespace, layer, kind, reason).inc()
-        if kind not in ("bypass", "control"):
+        if kind not in (LookupOutcome.BYPASS, LookupOutcome.CONTROL):
             self._m["lookup"].labels(namespace, layer).observe(seconds)
 
     def saved(self, namespace: str, kind: str, tokens: int, cost: float) -> None:
@@ -177,10 +177,10 @@ class PrometheusMetrics(StatsSink):
         self._m["model"].labels(namespace).observe(seconds)
 
     def counter(self, namespace: str, name: str, n: int) -> None:
-        if name.startswith("refused:"):
-            name = "refused_candidate:" + name[len("refused:") :]
+        if name.startswith(Count.REFUSED_PREFIX):
+            name = "refused_candidate:" + name[len(Count.REFUSED_PREFIX) :]
         self._m["events"].labels(namespace, name).inc(n)
-        if name in ("stores", "evicted"):
+        if name in (Count.STORES, Count.EVICTED):
             self._maybe_refresh_entries()
 
     def kv_tokens(self, prompt_tokens: int, cached_tokens: int) -> None:

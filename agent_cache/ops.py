@@ -173,7 +173,7 @@ def _export_line(
     entry: StoredEntry, version: int, meta: Mapping[str, MetaValue] | None
 ) -> str | None:
     try:
-        record = rq.decode_record(entry.value, entry.key)
+        record = rq.Record.decode(entry.value, entry.key)
     except SerializationError:
         return None  # a record this library did not write: nothing to restore it from
     vector_expires: Any = None if meta is None else meta.get("expires_at")
@@ -182,13 +182,13 @@ def _export_line(
     row = {
         "key": entry.key,
         "namespace": entry.namespace,
-        "prompt": str(record.get("p", "")),
-        "response": record["r"],
+        "prompt": record.prompt or "",
+        "response": record.response,
         "tags": list(entry.tags),
         "expires_at": entry.expires_at,
-        "created": record.get("c"),
-        "tier": record.get("tier"),
-        "tokens": record.get("t"),
+        "created": record.created,
+        "tier": record.tier,
+        "tokens": record.tokens,
         "version": version,
         "scope": None if meta is None else meta.get("scope"),
         "vector_expires_at": vector_expires,
@@ -344,94 +344,139 @@ def restore_entries(
     another version than the namespace's here are not written, counted in ``behind``.
     Empty and error answers are not restored (the cache never stores them).
     """
-    from agent_cache.embedders import embedder_identity
+    checked = _checked_rows(rows, cache.max_prompt_bytes)
+    tally = _Tally()
+    current: dict[str, int] = {}
+    for start in range(0, len(checked), max(1, batch_size)):
+        chunk = checked[start : start + batch_size]
+        now = cache.clock()
+        todo = _to_write(cache.kv_store, chunk, now, current, tally)
+        tally.stored += _write_rows(cache, todo, now)
+        if progress is not None:
+            progress(len(chunk))
+    return RestoreReport(
+        stored=tally.stored,
+        skipped=tally.skipped,
+        expired=tally.expired,
+        behind=tally.behind,
+        not_cacheable=tally.not_cacheable,
+    )
 
-    kv, vectors = cache.kv_store, cache.vector_store
-    joint = _joint(kv, vectors)
-    checked = [_checked(row, where, cache.max_prompt_bytes) for where, row in rows]
+
+@dataclass
+class _Tally:
+    """What a restore did with its rows so far (see :class:`RestoreReport`)."""
+
+    stored: int = 0
+    skipped: int = 0
+    expired: int = 0
+    behind: int = 0
+    not_cacheable: int = 0
+
+
+def _checked_rows(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], max_prompt_bytes: int
+) -> list[dict[str, Any]]:
+    """Every row checked (:func:`_checked`, and its response as a write checks it)
+    before anything is written."""
+    checked = [_checked(row, where, max_prompt_bytes) for where, row in rows]
     for (where, _), row in zip(rows, checked, strict=True):
         try:
             rq.check_json(row["response"])
         except SerializationError as exc:
             raise ConfigurationError(f"{where}: response: {exc}") from exc
-    stored = skipped = expired = behind = not_cacheable = 0
-    current: dict[str, int] = {}
-    for start in range(0, len(checked), max(1, batch_size)):
-        chunk = checked[start : start + batch_size]
-        now = cache.clock()
-        present = kv.get_many([r["key"] for r in chunk], now)
-        todo = []
-        for row in chunk:
-            ns = row["namespace"]
-            if ns not in current:  # read, never raised
-                current[ns] = kv.get_counter(rq.version_counter(ns))
-            if row["key"] in present:
-                skipped += 1
-            elif row["expires_at"] is not None and row["expires_at"] <= now:
-                expired += 1
-            elif not is_cacheable(row["response"]):
-                not_cacheable += 1
-            elif row["version"] != current[ns]:
-                behind += 1
-            else:
-                todo.append(row)
-        semantic = [r for r in todo if r["scope"] is not None]
-        embedded: Iterator[Any] = iter(
-            cache.embedder.embed([r["prompt"] for r in semantic]) if semantic else []
-        )
-        identity = embedder_identity(cache.embedder) if semantic else ""
-        ids: list[str] = []
-        vecs: list[Any] = []
-        metas: list[dict[str, MetaValue]] = []
-        for row in todo:
-            ns = row["namespace"]
-            record = rq.encode_record(
-                row["prompt"],
-                row["response"],
-                tokens=row.get("tokens"),
-                created=row["created"] if row["created"] is not None else now,
-                tier=str(row.get("tier") or ""),
-                expires=row["expires_at"],
-            )
-            write: dict[str, Any] = {}
-            if row["scope"] is not None:
-                vx = row["vector_expires_at"]
-                vector = next(embedded)
-                tag = rq.embedder_tag(identity, int(np.shape(vector)[-1]))
-                meta: dict[str, MetaValue] = {
-                    "scope": rq.vector_scope(rq.entry_scope(row["scope"]), tag),
-                    "namespace": ns,
-                    "key": row["key"],
-                    "text": row["prompt"][:MAX_CANDIDATE_CHARS],
-                    "expires_at": rq.NO_EXPIRY if vx is None else vx,
-                }
-                if joint:
-                    write = {"vector": vector, "vector_meta": meta}
-                else:
-                    ids.append(row["key"])
-                    vecs.append(vector)
-                    metas.append(meta)
-            kv.set(
-                row["key"],
-                record,
-                namespace=ns,
-                expires_at=row["expires_at"],
-                tags=row["tags"],
-                now=now,
-                **write,
-            )
-            stored += 1
-        if ids:
-            vectors.add(ids, vecs, metas)
-        if progress is not None:
-            progress(len(chunk))
-    return RestoreReport(
-        stored=stored,
-        skipped=skipped,
-        expired=expired,
-        behind=behind,
-        not_cacheable=not_cacheable,
+    return checked
+
+
+def _to_write(
+    kv: KVStore,
+    chunk: Sequence[dict[str, Any]],
+    now: float,
+    current: dict[str, int],
+    tally: _Tally,
+) -> list[dict[str, Any]]:
+    """The rows of ``chunk`` to write; the others counted in ``tally`` (present,
+    expired, not cacheable, or exported under another version than ``current``'s)."""
+    present = kv.get_many([r["key"] for r in chunk], now)
+    todo = []
+    for row in chunk:
+        ns = row["namespace"]
+        if ns not in current:  # read, never raised
+            current[ns] = kv.get_counter(rq.version_counter(ns))
+        if row["key"] in present:
+            tally.skipped += 1
+        elif row["expires_at"] is not None and row["expires_at"] <= now:
+            tally.expired += 1
+        elif not is_cacheable(row["response"]):
+            tally.not_cacheable += 1
+        elif row["version"] != current[ns]:
+            tally.behind += 1
+        else:
+            todo.append(row)
+    return todo
+
+
+def _write_rows(cache: LayeredCache, todo: Sequence[dict[str, Any]], now: float) -> int:
+    """Write ``todo``'s records and, for the rows that had one, their re-embedded
+    vectors (in the same transaction when both live in one SQLite file)."""
+    from agent_cache.embedders import embedder_identity
+
+    kv, vectors = cache.kv_store, cache.vector_store
+    joint = _joint(kv, vectors)
+    semantic = [r for r in todo if r["scope"] is not None]
+    embedded: Iterator[Any] = iter(
+        cache.embedder.embed([r["prompt"] for r in semantic]) if semantic else []
     )
+    identity = embedder_identity(cache.embedder) if semantic else ""
+    ids: list[str] = []
+    vecs: list[Any] = []
+    metas: list[dict[str, MetaValue]] = []
+    for row in todo:
+        write: dict[str, Any] = {}
+        if row["scope"] is not None:
+            vector = next(embedded)
+            meta = _restored_meta(row, rq.embedder_tag(identity, int(np.shape(vector)[-1])))
+            if joint:
+                write = {"vector": vector, "vector_meta": meta}
+            else:
+                ids.append(row["key"])
+                vecs.append(vector)
+                metas.append(meta)
+        kv.set(
+            row["key"],
+            _restored_record(row, now),
+            namespace=row["namespace"],
+            expires_at=row["expires_at"],
+            tags=row["tags"],
+            now=now,
+            **write,
+        )
+    if ids:
+        vectors.add(ids, vecs, metas)
+    return len(todo)
+
+
+def _restored_record(row: Mapping[str, Any], now: float) -> str:
+    return rq.Record(
+        row["prompt"],
+        row["response"],
+        tokens=row.get("tokens"),
+        created=row["created"] if row["created"] is not None else now,
+        tier=str(row.get("tier") or ""),
+        expires=row["expires_at"],
+    ).encode()
+
+
+def _restored_meta(row: Mapping[str, Any], tag: str) -> dict[str, MetaValue]:
+    """A restored row's vector metadata: its entry scope under this embedder's ``tag``."""
+    vx = row["vector_expires_at"]
+    return {
+        "scope": rq.vector_scope(rq.entry_scope(row["scope"]), tag),
+        "namespace": row["namespace"],
+        "key": row["key"],
+        "text": row["prompt"][:MAX_CANDIDATE_CHARS],
+        "expires_at": rq.NO_EXPIRY if vx is None else vx,
+    }
 
 
 # -- clear ------------------------------------------------------------------------------

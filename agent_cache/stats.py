@@ -15,6 +15,7 @@ has the totals and one row per namespace.
 from __future__ import annotations
 
 import contextvars
+import enum
 import html
 import json
 import os
@@ -32,37 +33,95 @@ from agent_cache.savings import KINDS, PriceTable, Usage
 __all__ = ["CacheStats", "Event", "NamespaceStats", "StatsRecorder", "StatsSink"]
 
 LAYERS = ("exact", "template", "semantic")
-#: ``outcome`` values of a lookup that served an answer (``layer`` says which layer).
-HIT = "hit"
+
+
+class LookupOutcome(enum.StrEnum):
+    """The ``outcome`` of a finished lookup (:meth:`StatsSink.request`; the ``outcome``
+    label of ``agent_cache_requests_total``). A lookup whose best candidate was refused
+    has the outcome ``"refused_<reason>"`` (:func:`split_outcome`)."""
+
+    HIT = "hit"  # served (``layer`` says which layer)
+    MISS = "miss"
+    BYPASS = "bypass"  # the policy skipped the cache
+    CONTROL = "control"  # the control group (``bypass_rate``)
+    ERROR = "error"  # a failing store, served as a miss
+    SHADOW = "shadow"  # a semantic hit shadow mode did not serve
+    AUDIT = "audit"  # a semantic hit withheld to be judged
+    REFUSED = "refused"  # the prefix of ``"refused_<reason>"``
+
+
+class Count(enum.StrEnum):
+    """The names of the plain counters (:meth:`StatsRecorder.incr`): the keys of
+    ``stats().counters`` (or of a field of their own) and the ``event`` label of
+    ``agent_cache_events_total``. Families with a variable part (``refused:<reason>``,
+    ``errors:<cause>``, ``shadow:<verdict>``) are built from their prefix."""
+
+    LOOKUPS = "lookups"
+    MISSES = "misses"
+    BYPASSED = "bypassed"
+    CONTROL = "control"
+    LOOKUP_ERRORS = "lookup_errors"
+    STORES = "stores"
+    SKIPPED_STORES = "skipped_stores"
+    ERRORS = "errors"
+    TOKENS_SAVED = "tokens_saved"
+    COST_SAVED = "cost_saved"
+    KV_PROMPT_TOKENS = "kv_prompt_tokens"
+    KV_CACHED_TOKENS = "kv_cached_tokens"
+    EVICTED = "evicted"
+    AUDITED = "audited"
+    EXPLORED = "explored"
+    COALESCED = "coalesced"
+    THRESHOLD_RAISED = "threshold_raised"
+    NOT_STORED = "not_stored"
+    NOT_EXACT = "not_exact"
+    ENCODE_ERRORS = "encode_errors"
+    DECODE_ERRORS = "decode_errors"
+    RECORD_MISMATCH = "record_mismatch"
+    QUOTA_EVICTED = "quota_evicted"
+    OVERLOADED = "overloaded"
+    FALLBACKS = "fallbacks"
+    NEGATIVE_HITS = "negative_hits"
+    REFRESHED = "refreshed"
+    SHADOW_WOULD_HIT = "shadow:would_hit"
+    JUDGE_SERVED = "judge:served"
+    JUDGE_REFUSED = "judge:refused"
+    FEEDBACK_CORRECT = "feedback:correct"
+    FEEDBACK_WRONG = "feedback:wrong"
+    REFUSED_PREFIX = "refused:"  # + the reason a candidate was refused for
+
+
+#: The outcome of a lookup that served an answer (``layer`` says which layer).
+HIT = LookupOutcome.HIT.value
 #: The outcome of a lookup whose best candidate was refused, ``"refused_<reason>"``.
-REFUSED = "refused"
+REFUSED = LookupOutcome.REFUSED.value
 _SAMPLES = 4096
 _EVENTS = 20_000
 _JUDGED = 20_000
 _SHOWN = (
-    "coalesced",
-    "threshold_raised",
-    "not_stored",
-    "encode_errors",
-    "decode_errors",
+    Count.COALESCED,
+    Count.THRESHOLD_RAISED,
+    Count.NOT_STORED,
+    Count.ENCODE_ERRORS,
+    Count.DECODE_ERRORS,
 )
 # counters with a field of their own in CacheStats (not repeated under ``counters``)
 _OWN = {
-    "lookups",
-    "misses",
-    "bypassed",
-    "control",
-    "stores",
-    "skipped_stores",
-    "errors",
-    "tokens_saved",
-    "kv_prompt_tokens",
-    "kv_cached_tokens",
-    "evicted",
-    "audited",
-    "explored",
-    "cost_saved",
-    "lookup_errors",
+    Count.LOOKUPS,
+    Count.MISSES,
+    Count.BYPASSED,
+    Count.CONTROL,
+    Count.STORES,
+    Count.SKIPPED_STORES,
+    Count.ERRORS,
+    Count.TOKENS_SAVED,
+    Count.KV_PROMPT_TOKENS,
+    Count.KV_CACHED_TOKENS,
+    Count.EVICTED,
+    Count.AUDITED,
+    Count.EXPLORED,
+    Count.COST_SAVED,
+    Count.LOOKUP_ERRORS,
 }
 _OWN_PREFIXES = ("hit:", "refused:", "shadow:", "feedback:", "saved:", "outcome:", "control:")
 
@@ -446,6 +505,7 @@ class StatsRecorder:
 
     # ------------------------------------------------------------------ recording
     def incr(self, name: str, n: int = 1, namespace: str = "") -> None:
+        name = str(name)  # a Count: its plain value, in the snapshot and the sinks
         with self._lock:
             self._c[(namespace, name)] += n
         for sink in self.sinks:
@@ -465,25 +525,26 @@ class StatsRecorder:
     def request(self, namespace: str, layer: str, outcome: str, seconds: float) -> None:
         """One finished lookup: ``layer`` and ``outcome`` as in :class:`StatsSink`."""
         ms = seconds * 1000.0
+        layer, outcome = str(layer), str(outcome)  # a LookupOutcome: its plain value
         _LAST_OUTCOME.set(outcome)
         self.last_ms = ms
         with self._lock:
             c = self._c
-            c[(namespace, "lookups")] += 1
+            c[(namespace, Count.LOOKUPS.value)] += 1
             c[(namespace, f"outcome:{outcome}")] += 1
-            if outcome == HIT:
+            if outcome == LookupOutcome.HIT:
                 c[(namespace, f"hit:{layer}")] += 1
                 self._sample(namespace, layer, ms)
-            elif outcome == "bypass":
-                c[(namespace, "bypassed")] += 1
-            elif outcome == "control":
-                c[(namespace, "control")] += 1
+            elif outcome == LookupOutcome.BYPASS:
+                c[(namespace, Count.BYPASSED.value)] += 1
+            elif outcome == LookupOutcome.CONTROL:
+                c[(namespace, Count.CONTROL.value)] += 1
             else:
-                c[(namespace, "misses")] += 1
+                c[(namespace, Count.MISSES.value)] += 1
                 self._sample(namespace, "miss", ms)
-                if outcome == "error":
-                    c[(namespace, "lookup_errors")] += 1
-            if outcome not in ("bypass", "control"):
+                if outcome == LookupOutcome.ERROR:
+                    c[(namespace, Count.LOOKUP_ERRORS.value)] += 1
+            if outcome not in (LookupOutcome.BYPASS, LookupOutcome.CONTROL):
                 self._sample(namespace, "all", ms)
                 self._busy_ms["cached"] += ms
             self._events.append(Event(self.clock(), namespace, layer, outcome, ms))
@@ -512,7 +573,7 @@ class StatsRecorder:
     def model_call(self, namespace: str, seconds: float, usage: Usage | None) -> None:
         """A model call after a lookup: counted in the control group when that lookup
         was one, in the cached traffic otherwise."""
-        group = "control" if _LAST_OUTCOME.get() == "control" else "cached"
+        group = "control" if _LAST_OUTCOME.get() == LookupOutcome.CONTROL else "cached"
         spent = usage.tokens if usage is not None else 0
         with self._lock:
             self._sample(namespace, "model", seconds * 1000.0)
@@ -560,75 +621,90 @@ class StatsRecorder:
             busy_ms = dict(self._busy_ms)
             events = tuple(self._events)
             judged = tuple(self._judged)
-
-        def group(c: Counter[str], prefix: str) -> dict[str, int]:
-            return {k[len(prefix) :]: v for k, v in c.items() if k.startswith(prefix) and v}
-
-        def hits(c: Counter[str]) -> dict[str, int]:
-            out = {layer: 0 for layer in LAYERS}
-            out.update(group(c, "hit:"))
-            return out
-
-        def lat(samples: Mapping[str, list[float]], keep_all: bool) -> dict[str, Any]:
-            return {k: _summary(v) for k, v in sorted(samples.items())
-                    if (keep_all or k != "all") and ":" not in k}  # fmt: skip
-
         namespaces = {
-            ns: NamespaceStats(
-                lookups=c["lookups"],
-                hits=hits(c),
-                misses=c["misses"],
-                refused=group(c, "refused:"),
-                latency_ms=lat(lat_ns.get(ns, {}), True),
-                tokens_saved=group(c, "saved:"),
-                cost_saved=cost.get(ns, 0.0),
-                shadow=group(c, "shadow:"),
-                bypassed=c["bypassed"],
-                control=c["control"],
-            )
+            ns: _namespace_stats(c, lat_ns.get(ns, {}), cost.get(ns, 0.0))
             for ns, c in sorted(per.items())
             if ns and c["lookups"]
         }
-        # side by side: per request, the tokens paid to the model and the mean latency
-        # (the control group: the model call; the cached traffic: lookup + model calls)
-        control_group: dict[str, dict[str, float | None]] = {}
-        for name, requests in (("cached", total["lookups"] - total["control"]
-                                - total["bypassed"]), ("control", total["control"])):  # fmt: skip
-            spent, busy = total[f"control:{name}_tokens"], busy_ms[name]
-            control_group[name] = {
-                "requests": float(requests),
-                "model_calls": float(total[f"control:{name}_calls"]),
-                "mean_ms": busy / requests if requests else None,
-                "tokens_per_request": spent / requests if requests else None,
-            }
         counters = {k: v for k, v in total.items()
                     if k not in _OWN and not k.startswith(_OWN_PREFIXES) and v}  # fmt: skip
         return CacheStats(
             lookups=total["lookups"],
-            hits=hits(total),
+            hits=_hits(total),
             misses=total["misses"],
             bypassed=total["bypassed"],
             control=total["control"],
             stores=total["stores"],
             skipped_stores=total["skipped_stores"],
             errors=total["errors"],
-            refused=group(total, "refused:"),
-            shadow=group(total, "shadow:"),
+            refused=_group(total, "refused:"),
+            shadow=_group(total, "shadow:"),
             tokens_saved=total["tokens_saved"],
-            latency_ms=lat(lat_all, False),
+            latency_ms=_latencies(lat_all, False),
             kv={
                 "prompt_tokens": total["kv_prompt_tokens"],
                 "cached_tokens": total["kv_cached_tokens"],
             },
-            feedback=group(total, "feedback:"),
+            feedback=_group(total, "feedback:"),
             evicted=total["evicted"],
             audited=total["audited"],
             explored=total["explored"],
-            tokens=group(total, "saved:"),
+            tokens=_group(total, "saved:"),
             cost_saved=sum(cost.values()),
             namespaces=namespaces,
-            control_group=control_group,
+            control_group=_control_group(total, busy_ms),
             counters=counters,
             events=events,
             judged=judged,
         )
+
+
+def _group(c: Counter[str], prefix: str) -> dict[str, int]:
+    """The counters named ``<prefix><name>`` (non-zero), by ``name``."""
+    return {k[len(prefix) :]: v for k, v in c.items() if k.startswith(prefix) and v}
+
+
+def _hits(c: Counter[str]) -> dict[str, int]:
+    out = {layer: 0 for layer in LAYERS}
+    out.update(_group(c, "hit:"))
+    return out
+
+
+def _latencies(samples: Mapping[str, list[float]], keep_all: bool) -> dict[str, Any]:
+    return {k: _summary(v) for k, v in sorted(samples.items())
+            if (keep_all or k != "all") and ":" not in k}  # fmt: skip
+
+
+def _namespace_stats(
+    c: Counter[str], samples: Mapping[str, list[float]], cost: float
+) -> NamespaceStats:
+    return NamespaceStats(
+        lookups=c["lookups"],
+        hits=_hits(c),
+        misses=c["misses"],
+        refused=_group(c, "refused:"),
+        latency_ms=_latencies(samples, True),
+        tokens_saved=_group(c, "saved:"),
+        cost_saved=cost,
+        shadow=_group(c, "shadow:"),
+        bypassed=c["bypassed"],
+        control=c["control"],
+    )
+
+
+def _control_group(
+    total: Counter[str], busy_ms: Mapping[str, float]
+) -> dict[str, dict[str, float | None]]:
+    """Side by side, per request: the tokens paid to the model and the mean latency (the
+    control group: the model call; the cached traffic: lookup + model calls)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name, requests in (("cached", total["lookups"] - total["control"]
+                            - total["bypassed"]), ("control", total["control"])):  # fmt: skip
+        spent, busy = total[f"control:{name}_tokens"], busy_ms[name]
+        out[name] = {
+            "requests": float(requests),
+            "model_calls": float(total[f"control:{name}_calls"]),
+            "mean_ms": busy / requests if requests else None,
+            "tokens_per_request": spent / requests if requests else None,
+        }
+    return out

@@ -141,9 +141,9 @@ def test_a_flow_runs_its_cleanup_ops_whatever_an_op_raises() -> None:
 
     def flow() -> Any:
         try:
-            yield Op(res, "fail")
+            yield Op(res.fail)
         finally:
-            yield Op(res, "release")
+            yield Op(res.release)
 
     with pytest.raises(KeyboardInterrupt):
         run_sync(flow())

@@ -61,14 +61,12 @@ class RecordChecks:
         cache = make()
         cache.store(A, "answer A")
         key_a = _key(cache, A)
-        legacy = rq.encode_record(B, "other|0", tokens=None, created=0.0, tier="")
+        legacy = rq.Record(B, "other|0", created=0.0).encode()
         assert "k" not in json.loads(legacy)  # as written before records named their key
         _overwrite(cache, key_a, legacy)
         assert cache.lookup(A) is None
         assert cache.stats().counters["record_mismatch"] == 1
-        same = rq.encode_record(
-            "  ORIG   question 0 ", "old answer", tokens=None, created=0.0, tier=""
-        )
+        same = rq.Record("  ORIG   question 0 ", "old answer", created=0.0).encode()
         _overwrite(cache, key_a, same)  # the same prompt once normalized: served
         hit = cache.lookup(A)
         assert hit is not None and hit.response == "old answer"
