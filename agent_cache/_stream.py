@@ -162,6 +162,12 @@ class Kind(enum.Enum):
     ASYNC = "async"
 
 
+def _op(target: Any, method: str, *args: Any) -> Op:
+    """The op ``target.method(*args)``: the async driver awaits ``target.a<method>``
+    when there is one (every op of this module is built here)."""
+    return Op(target, method, args)
+
+
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -458,8 +464,8 @@ class Streams:
                 raise self._overloaded(rec)
             rec.starter, rec.started = who, time.perf_counter()
             rec.source = _Source(rec.start)
-            yield Op(rec.source, "open")
-        return (yield Op(rec.source, "next"))
+            yield _op(rec.source, "open")
+        return (yield _op(rec.source, "next"))
 
     def _finish_flow(self, rec: _Recording) -> Flow[None]:
         """The stream's end: its model slot released, its chunks joined and stored (the
@@ -486,7 +492,7 @@ class Streams:
     def _release_flow(self, rec: _Recording) -> Flow[None]:
         ticket, rec.ticket = rec.ticket, None
         if ticket is not None and ticket.token:
-            yield Op(self._fetcher.gate, "release", (ticket,))
+            yield _op(self._fetcher.gate, "release", ticket)
 
     def _overloaded(self, rec: _Recording) -> Overloaded:
         gate = self._fetcher.gate
@@ -526,7 +532,7 @@ class Streams:
         yield from self._release_flow(rec)
         try:
             if source is not None:
-                yield Op(source, "close")
+                yield _op(source, "close")
         except Exception as exc:
             log.debug("agent-cache: closing an abandoned stream failed: %s", exc)
 
@@ -581,9 +587,9 @@ class _Cursor:
                 return rec.chunks[self.i - 1]
             timed_out = False
             if got is Step.PULL:
-                yield Op(self.streams, "pull", (rec, self))
+                yield _op(self.streams, "pull", rec, self)
             elif wake is not None:
-                timed_out = not (yield Op(wake, "woken", (self.streams.timeout,)))
+                timed_out = not (yield _op(wake, "woken", self.streams.timeout))
             elif not self.turn(got):
                 return _END
 

@@ -606,10 +606,8 @@ class LayeredCache:
         Raises:
             ConfigurationError: bad prompt, ``ttl`` or ``tags``, before the model is called.
         """
-        given = {**options, "encode": encode, "decode": decode}
-        plan = self._plan(
-            "fetch_stream", rq.FetchArgs, prompt, start_stream, llm_string, namespace, given
-        )
+        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
+        plan = self._plan("fetch_stream", rq.FetchArgs, *args)
         return self._streams.fetch(plan, start_stream, join)
 
     async def afetch_stream(
@@ -626,10 +624,18 @@ class LayeredCache:
     ) -> AStreamed[Any]:
         """Async twin of :meth:`fetch_stream`: ``start_stream()`` returns an async
         iterator (or an awaitable of one); iterate the result with ``async for``."""
-        given = {**options, "encode": encode, "decode": decode}
-        args = (prompt, start_stream, llm_string, namespace, given)
+        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
         plan = self._plan("fetch_stream", rq.FetchArgs, *args)
         return await self._streams.afetch(plan, start_stream, join)
+
+    @staticmethod
+    def _coded(
+        options: Mapping[str, object],
+        encode: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> dict[str, object]:
+        """A stream's options with its codec (checked as :meth:`fetch`'s are)."""
+        return {**options, "encode": encode, "decode": decode}
 
     # ------------------------------------------------------------------ invalidation
     def invalidate(
