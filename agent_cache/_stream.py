@@ -174,8 +174,8 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 class _Wake:
-    """One waiting reader's wake-up (an op): an event for a thread, a future for a task
-    (set from any thread)."""
+    """One waiting reader's wake-up (the target of its wait op): an event for a thread,
+    a future for a task (set from any thread)."""
 
     def __init__(self, kind: Kind) -> None:
         self.event = threading.Event()
@@ -188,7 +188,8 @@ class _Wake:
         if self.loop is None or self.fut is None:
             self.event.set()
         else:
-            self.loop.call_soon_threadsafe(_resolve, self.fut)
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                self.loop.call_soon_threadsafe(_resolve, self.fut)
 
     def woken(self, timeout: float) -> bool:
         return self.event.wait(timeout)
