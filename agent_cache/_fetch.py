@@ -393,6 +393,21 @@ class Fetcher:
             return True
         return False
 
+    # ------------------------------------------------------------------ for the stream path
+    def decoded_flow(self, plan: Plan, hit: CacheHit) -> Flow[tuple[bool, Any]]:
+        """:meth:`_decoded`, a hit ``decode`` rejects evicted (then streamed as a miss)."""
+        ok, value = self._decoded(plan, hit)
+        if not ok:
+            yield from self._evict_flow(hit)
+        return ok, value
+
+    def negative_hit(self, flight_key: str) -> tuple[bool, Any]:
+        return self._negative_hit(flight_key)
+
+    def count(self, name: str, namespace: str = "") -> None:
+        """One more ``name`` in the cache's stats."""
+        self._stats.incr(name, namespace=namespace)
+
     # ------------------------------------------------------------------ refresh-ahead
     def claim_refresh(self, hit: CacheHit, flight_key: str) -> Lease | None:
         """The lease of the one caller (in the deployment) that refreshes a hit about to

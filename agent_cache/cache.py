@@ -583,6 +583,8 @@ class LayeredCache:
         namespace: str = "default",
         *,
         join: Callable[[list[Any]], Any],
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
         **options: Unpack[rq.StreamArgs],
     ) -> Streamed[Any]:
         """:meth:`fetch` for a streamed answer: one model stream for all concurrent
@@ -596,12 +598,17 @@ class LayeredCache:
         ``tokens`` as a function of the joined value); a stream that fails or that every
         reader abandons stores nothing. Details in :mod:`agent_cache._stream`.
 
+        With ``encode``/``decode`` (as in :meth:`get_or_compute`), ``join(chunks)`` is the
+        caller's object: ``encode(value)`` is the JSON payload stored (or
+        :data:`~agent_cache.NOT_STORED`), and a hit's ``got.value`` is
+        ``decode(hit.response)``. A payload ``decode`` raises on is an unreadable entry:
+        evicted, and the request streams from the model as a miss, stored anew.
+
         Raises:
             ConfigurationError: bad prompt, ``ttl`` or ``tags``, before the model is called.
         """
-        plan = self._plan(
-            "fetch_stream", rq.StreamArgs, prompt, start_stream, llm_string, namespace, options
-        )
+        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
+        plan = self._plan("fetch_stream", rq.FetchArgs, *args)
         return self._streams.fetch(plan, start_stream, join)
 
     async def afetch_stream(
@@ -612,13 +619,24 @@ class LayeredCache:
         namespace: str = "default",
         *,
         join: Callable[[list[Any]], Any],
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
         **options: Unpack[rq.StreamArgs],
     ) -> AStreamed[Any]:
         """Async twin of :meth:`fetch_stream`: ``start_stream()`` returns an async
         iterator (or an awaitable of one); iterate the result with ``async for``."""
-        args = (prompt, start_stream, llm_string, namespace, options)
-        plan = self._plan("fetch_stream", rq.StreamArgs, *args)
+        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
+        plan = self._plan("fetch_stream", rq.FetchArgs, *args)
         return await self._streams.afetch(plan, start_stream, join)
+
+    @staticmethod
+    def _coded(
+        options: Mapping[str, object],
+        encode: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> dict[str, object]:
+        """A stream's options with its codec (checked as :meth:`fetch`'s are)."""
+        return {**options, "encode": encode, "decode": decode}
 
     # ------------------------------------------------------------------ invalidation
     def invalidate(

@@ -144,9 +144,9 @@ def _slotted(context: dict[str, Any] | None, slot: int) -> dict[str, Any] | None
     return context if slot == 0 else {**(context or {}), SAMPLE_KEY: slot}
 
 
-def _again(policy: CachePolicy) -> CachePolicy:
-    """The policy of a second try after a served entry that could not be read."""
-    return "no_store" if policy == "no_store" else "refresh"
+def _joined(chunks: list[ChatGenerationChunk]) -> list[Generation]:
+    """A finished stream's generations (none for an empty stream: not stored)."""
+    return list(generate_from_stream(iter(chunks)).generations) if chunks else []
 
 
 def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
@@ -431,16 +431,12 @@ class AgentCache(BaseCache):
             >>> for chunk in cache.stream_result(prompt, llm_string, start):  # doctest: +SKIP
             ...     print(chunk.text, end="")
         """
-        plan = self._plan(prompt, llm_string)
-        policy = plan.policy(policy)
-        got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, policy))
+        got = self.layered.fetch_stream(
+            **self._stream_args(prompt, llm_string, start_stream, policy)
+        )
         if got.served:
-            served = self._served(got)
-            if served is not None:
-                yield from replay_chunks(served[0])
-                return
-            again = _again(policy)  # unreadable: call the model
-            got = self.layered.fetch_stream(**self._stream_args(plan, start_stream, again))
+            yield from replay_chunks(self._served(got)[0])
+            return
         first = True
         try:
             for chunk in got:
@@ -458,17 +454,12 @@ class AgentCache(BaseCache):
         policy: CachePolicy = "use",
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async twin of :meth:`stream_result`."""
-        plan = self._plan(prompt, llm_string)
-        policy = plan.policy(policy)
-        got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, policy))
+        args = self._stream_args(prompt, llm_string, start_stream, policy)
+        got = await self.layered.afetch_stream(**args)
         if got.served:
-            served = self._served(got)
-            if served is not None:
-                for chunk in replay_chunks(served[0]):
-                    yield chunk
-                return
-            again = _again(policy)  # unreadable: call the model
-            got = await self.layered.afetch_stream(**self._stream_args(plan, start_stream, again))
+            for chunk in replay_chunks(self._served(got)[0]):
+                yield chunk
+            return
         first = True
         try:
             async for chunk in got:
@@ -477,34 +468,25 @@ class AgentCache(BaseCache):
         finally:
             await got.aclose()
 
-    def _stream_args(self, plan: _Plan, start: Callable[[], Any], policy: str) -> dict[str, Any]:
-        """``fetch_stream``'s arguments: a finished stream joined into the record to
-        store (``None``: not stored), its reported usage as the tokens."""
-        joined: list[list[Generation]] = []
-
-        def join(chunks: list[ChatGenerationChunk]) -> dict[str, Any] | None:
-            joined.append(list(generate_from_stream(iter(chunks)).generations))
-            return self._record(joined[0], plan)
-
+    def _stream_args(
+        self, prompt: str, llm_string: str, start: Callable[[], Any], policy: CachePolicy
+    ) -> dict[str, Any]:
+        """``fetch_stream``'s arguments: :meth:`fetch_result`'s, a finished stream's chunks
+        joined into its generations (a record the codec cannot read is a miss, in the
+        core)."""
         return {
-            **plan.key(self), **self._write_args(), "start_stream": start, "join": join,
-            "policy": policy, "tokens": lambda _record: _tokens(joined[0]) if joined else None,
-        }  # fmt: skip
+            **self._fetch_args(prompt, llm_string, policy),
+            "start_stream": start,
+            "join": _joined,
+        }
 
-    def _served(self, got: Any) -> list[Generation] | None:
-        """The generations of a served stream outcome (a hit, or a negative entry);
-        ``None``: unreadable, the model must be called."""
-        if got.hit is not None:
-            found = self._result(got.hit)
-            return None if found is None else found.generations
-        record = got.value
-        if not isinstance(record, Mapping) or record.get("v") != _RECORD_VERSION:
-            return None
-        try:
-            generations = decode_generations(record["generations"])
-        except (SerializationError, KeyError, TypeError, ValueError):
-            return None
-        return mark_coalesced(generations) if self.mark_hits else generations
+    def _served(self, got: Any) -> list[Generation]:
+        """The generations of a served stream outcome (a hit, decoded by the core, or a
+        negative entry), marked."""
+        generations: list[Generation] = got.value
+        if not self.mark_hits:
+            return generations
+        return mark_coalesced(generations) if got.hit is None else mark_hit(generations, got.hit)
 
     def _streamed(
         self, chunk: ChatGenerationChunk, coalesced: bool, first: bool

@@ -292,6 +292,40 @@ def test_lc_async_stream_stored_once_then_ainvoke_hits() -> None:
     assert chat.agent_cache.layered.stats().stores == 1  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("way", ["stream", "astream"])
+def test_lc_stream_over_an_unreadable_entry_asks_the_model_once_and_overwrites_it(
+    way: str,
+) -> None:
+    chat, inner = lc()
+    layered = chat.agent_cache.layered  # type: ignore[union-attr]
+    seen: dict[str, Any] = {}
+    spied = {"stream": layered.fetch_stream, "astream": layered.afetch_stream}[way]
+
+    def spy(**kw: Any) -> Any:
+        seen.update(kw)
+        return spied(**kw)
+
+    setattr(layered, {"stream": "fetch_stream", "astream": "afetch_stream"}[way], spy)
+
+    def text() -> str:
+        if way == "stream":
+            return "".join(str(c.content) for c in chat.stream(QUESTION))
+
+        async def go() -> str:
+            return "".join([str(c.content) async for c in chat.astream(QUESTION)])
+
+        return asyncio.run(go())
+
+    assert text() == "".join(WORDS) and inner._calls == 1
+    where = {k: seen[k] for k in ("prompt", "llm_string", "namespace", "context")}
+    layered.store(**where, response={"not": "an LLM entry"})
+    assert text() == "".join(WORDS) and inner._calls == 2  # the model, once
+    hit = layered.lookup(**where)
+    assert hit is not None and hit.response.get("generations")  # the entry replaced
+    assert layered.stats().counters["decode_errors"] == 1
+    assert text() == "".join(WORDS) and inner._calls == 2  # and served from now on
+
+
 class HeldStreamingChat(StreamingChat):
     """``StreamingChat`` whose stream holds after its first chunk until released, so
     concurrent requests overlap with it."""

@@ -127,11 +127,6 @@ async def afollowed(got: Any) -> AsyncGenerator[Any, None]:
         await got.aclose()
 
 
-def again(policy: str) -> str:
-    """The policy of a second try after an entry that could not be read."""
-    return "no_store" if policy == "no_store" else "refresh"
-
-
 def reported(total: int | None, prompt: int | None) -> dict[str, int] | int | None:
     """The usage the model reported, split into prompt / completion when it can be
     (nothing reported: ``None``, and the core counts its own estimate apart)."""

@@ -43,7 +43,6 @@ from llama_index.llms.agent_cache._apis import (
     COMPLETE,
     Api,
     afollowed,
-    again,
     amissed_marks,
     followed,
     missed_marks,
@@ -54,11 +53,13 @@ from llama_index.llms.agent_cache.events import CacheHitEvent, CacheMissEvent
 from llama_index.llms.agent_cache.question import QuestionExtractor, Scope
 
 from agent_cache import (
+    NOT_STORED,
     AgentCacheError,
     CacheHit,
     ConfigurationError,
     Fetched,
     LayeredCache,
+    SerializationError,
 )
 from agent_cache._names import reject_unknown
 from agent_cache.markers import hit_info
@@ -405,8 +406,10 @@ class CachedLLM(FunctionCallingLLM):
     # identical streamed misses share one model stream (``LayeredCache.fetch_stream``),
     # stored once it has run to its end.
     def _stream_args(self, call: _Call, policy: str, start: Callable[[], Any], api: Api) -> Any:
-        """``fetch_stream``'s arguments: the finished stream's payload (``api.final``),
-        its last response's usage as the tokens (and the KV-layer numbers)."""
+        """``fetch_stream``'s arguments: the finished stream's payload (``api.final``;
+        none: not stored), a stored one it cannot replay a miss (``decode`` raises: the
+        core asks the model again), its last response's usage as the tokens (and the
+        KV-layer numbers)."""
         paid: list[Any] = []
 
         def join(chunks: list[Any]) -> Any:
@@ -415,19 +418,30 @@ class CachedLLM(FunctionCallingLLM):
             paid.append(chunks[-1])
             return api.final(chunks)
 
+        def readable(payload: Any) -> Any:
+            if api.read(payload) is None:
+                raise SerializationError(f"not a stored {api.name} answer")
+            return payload
+
         def tokens(_payload: Any) -> Any:  # the stream's usage rides on its last response
             return self._paid_tokens(paid[0]) if paid else None
 
-        return {**self._write_args(call, policy, tokens), "start_stream": start, "join": join}
+        codec = {"encode": lambda p: NOT_STORED if p is None else p, "decode": readable}
+        return {
+            **self._write_args(call, policy, tokens),
+            **codec,
+            "start_stream": start,
+            "join": join,
+        }
 
     def _replay(self, call: _Call, got: Any, api: Api) -> Iterator[Any] | None:
-        """The replay of a served stream outcome (a hit, or a concurrent request's
-        answer); ``None`` (a miss announced) when the model's stream is to be read."""
-        hit = got.hit
-        item = api.read(hit.response if hit is not None else got.value) if got.served else None
-        if item is None:
+        """The replay of a served stream outcome (a hit the core found readable, or a
+        concurrent request's answer); ``None`` (a miss announced) when the model's
+        stream is to be read."""
+        if not got.served:
             self._missed(call)
             return None
+        hit, item = got.hit, api.read(got.value)
         if hit is None:
             return api.replay(item, {"agent_cache": hit_info(coalesced=True)})
         return api.replay(item, self._served(call, hit))
@@ -449,8 +463,6 @@ class CachedLLM(FunctionCallingLLM):
         replay = self._replay(call, got, api)
         if replay is not None:
             return self._announced(api, args, replay)
-        if got.served:  # an entry it cannot read: ask the model again, and overwrite it
-            got = self._cache.fetch_stream(**{**fetch, "policy": again(fetch["policy"])})
         return followed(got)
 
     async def _astream(self, api: Api, args: Any, kwargs: dict[str, Any], open_: _Ask) -> Any:
@@ -472,8 +484,6 @@ class CachedLLM(FunctionCallingLLM):
         replay = self._replay(call, got, api)
         if replay is not None:
             return self._aannounced(api, args, replay)
-        if got.served:
-            got = await self._cache.afetch_stream(**{**fetch, "policy": again(fetch["policy"])})
         return afollowed(got)
 
     def _announced(self, api: Api, args: Any, replay: Iterator[Any]) -> Generator[Any, None, None]:
