@@ -56,8 +56,9 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Itera
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from agent_cache import _fork
+from agent_cache import _io as io
 from agent_cache._fetch import Fetcher, Plan
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache._flow import Flow, run_async, run_sync
 from agent_cache._hits import CacheHit
 from agent_cache._lookup import Reader
 from agent_cache.degrade import Overloaded, Ticket
@@ -162,10 +163,10 @@ class Kind(enum.Enum):
     ASYNC = "async"
 
 
-def _op(target: Any, method: str, *args: Any) -> Op:
-    """The op ``target.method(*args)``: the async driver awaits ``target.a<method>``
-    when there is one (every op of this module is built here)."""
-    return Op(target, method, args)
+def _do(target: Any, method: str, *args: Any) -> Flow[Any]:
+    """The step ``target.method(*args)``: the async driver awaits ``target.a<method>``
+    when there is one (every step of this module is taken here)."""
+    return io.call_twin(getattr(target, method), io.twin(target, "a" + method), *args)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -465,8 +466,8 @@ class Streams:
                 raise self._overloaded(rec)
             rec.starter, rec.started = who, time.perf_counter()
             rec.source = _Source(rec.start)
-            yield _op(rec.source, "open")
-        return (yield _op(rec.source, "next"))
+            yield from _do(rec.source, "open")
+        return (yield from _do(rec.source, "next"))
 
     def _finish_flow(self, rec: _Recording) -> Flow[None]:
         """The stream's end: its model slot released, its chunks joined and stored (the
@@ -493,7 +494,7 @@ class Streams:
     def _release_flow(self, rec: _Recording) -> Flow[None]:
         ticket, rec.ticket = rec.ticket, None
         if ticket is not None and ticket.token:
-            yield _op(self._fetcher.gate, "release", ticket)
+            yield from _do(self._fetcher.gate, "release", ticket)
 
     def _overloaded(self, rec: _Recording) -> Overloaded:
         gate = self._fetcher.gate
@@ -533,7 +534,7 @@ class Streams:
         yield from self._release_flow(rec)
         try:
             if source is not None:
-                yield _op(source, "close")
+                yield from _do(source, "close")
         except Exception as exc:
             log.debug("agent-cache: closing an abandoned stream failed: %s", exc)
 
@@ -588,9 +589,9 @@ class _Cursor:
                 return rec.chunks[self.i - 1]
             timed_out = False
             if got is Step.PULL:
-                yield _op(self.streams, "pull", rec, self)
+                yield from _do(self.streams, "pull", rec, self)
             elif wake is not None:
-                timed_out = not (yield _op(wake, "woken", self.streams.timeout))
+                timed_out = not (yield from _do(wake, "woken", self.streams.timeout))
             elif not self.turn(got):
                 return _END
 

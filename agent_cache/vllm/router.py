@@ -35,7 +35,8 @@ from typing import Any, Literal
 
 import httpx
 
-from agent_cache._flow import Flow, Op, run_async, run_sync
+from agent_cache import _io as io
+from agent_cache._flow import Flow, run_async, run_sync
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._calls import (
     CallBuilder,
@@ -470,7 +471,9 @@ class VllmRouter:
         out: dict[str, PrefixCacheMetrics | None] = {}
         for ep in self._d.endpoints:
             try:
-                resp = yield Op(self._probe, "get", (ep, "metrics"))
+                resp = yield from io.call_twin(
+                    self._probe.get, io.twin(self._probe, "aget"), ep, "metrics"
+                )
                 out[ep.base_url] = (
                     parse_prefix_cache_metrics(resp.text) if resp.status_code == 200 else None
                 )
@@ -496,13 +499,15 @@ class VllmRouter:
         out: dict[str, bool] = {}
         for ep in self._d.endpoints:
             try:
-                resp = yield Op(self._probe, "get", (ep, "health"))
+                resp = yield from io.call_twin(
+                    self._probe.get, io.twin(self._probe, "aget"), ep, "health"
+                )
                 ok = resp.status_code < 500
             except httpx.HTTPError:
                 ok = False
             out[ep.base_url] = ok
             self._apply_health(ep, ok)
-        yield Op(self, "rewarm")
+        yield from io.call_twin(self.rewarm, io.twin(self, "arewarm"))
         return out
 
     def warm_prefixes(
@@ -545,7 +550,9 @@ class VllmRouter:
         done = 0
         for ep, item in planned:
             try:
-                resp, used = yield Op(self._channel, "send", (self._calls.warm(ep, *item),))
+                resp, used = yield from io.call_twin(
+                    self._channel.send, io.twin(self._channel, "asend"), self._calls.warm(ep, *item)
+                )
                 json_body(resp, used)
                 done += 1
             except BackendError as exc:
