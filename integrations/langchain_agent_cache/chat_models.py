@@ -10,11 +10,12 @@ one model stream (the core's ``LayeredCache.fetch_stream``).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -57,6 +58,33 @@ def _with_policy(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[
     if given is not None:
         kwargs[CONFIG_KEY] = request_policy(given)
     return kwargs
+
+
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _taking_policy(method: _M) -> _M:
+    """``BaseChatModel``'s ``method`` (``invoke``, ``astream``, ...) taking the request's
+    policy from ``config={"configurable": {"agent_cache": ...}}`` (or ``agent_cache=``)."""
+    if inspect.iscoroutinefunction(method):
+
+        async def arun(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            return await method(self, input, config, **_with_policy(config, kwargs))
+
+        return _named(arun, method)
+
+    def run(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return method(self, input, config, **_with_policy(config, kwargs))
+
+    return _named(run, method)
+
+
+def _named(run: Callable[..., Any], method: _M) -> _M:
+    """``run`` under ``method``'s name and signature (``inspect.signature`` shows it)."""
+    run.__name__, run.__qualname__ = method.__name__, f"CachedChatModel.{method.__name__}"
+    run.__doc__ = f"``{method.__name__}``, with the per-request cache policy (``agent_cache``)."
+    run.__wrapped__ = method  # type: ignore[attr-defined]
+    return cast(_M, run)
 
 
 @dataclass(frozen=True)
@@ -211,50 +239,12 @@ class CachedChatModel(BaseChatModel):
         return data
 
     # ------------------------------------------------------------------ per-request policy
-    def invoke(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AIMessage:
-        """``invoke``; ``config={"configurable": {"agent_cache": "bypass"}}`` (or
-        ``"refresh"``, ``"no_store"``) sets this request's cache policy."""
-        return super().invoke(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    async def ainvoke(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AIMessage:
-        """Async twin of :meth:`invoke`."""
-        return await super().ainvoke(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    def stream(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> Iterator[AIMessageChunk]:
-        """``stream``, with the per-request policy of :meth:`invoke`."""
-        return super().stream(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    def astream(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[AIMessageChunk]:
-        """``astream``, with the per-request policy of :meth:`invoke`."""
-        return super().astream(input, config, stop=stop, **_with_policy(config, kwargs))
+    # ``config={"configurable": {"agent_cache": "bypass"}}`` (or ``"refresh"``,
+    # ``"no_store"``) sets the request's cache policy on each path (:func:`_taking_policy`)
+    invoke = _taking_policy(BaseChatModel.invoke)
+    ainvoke = _taking_policy(BaseChatModel.ainvoke)
+    stream = _taking_policy(BaseChatModel.stream)
+    astream = _taking_policy(BaseChatModel.astream)
 
     # ------------------------------------------------------------------ identity
     @classmethod
