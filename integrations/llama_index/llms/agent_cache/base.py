@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -47,8 +46,6 @@ from agent_cache import ConfigurationError, LayeredCache
 from agent_cache._names import reject_unknown
 
 __all__ = ["CachedLLM"]
-
-log = logging.getLogger("agent_cache.llama_index")
 
 # Settings of the wrapped LLM that CachedLLM's own predict/stream paths must reuse.
 _INHERITED = (
