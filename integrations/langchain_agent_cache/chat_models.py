@@ -10,11 +10,13 @@ one model stream (the core's ``LayeredCache.fetch_stream``).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -34,12 +36,12 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict, Field, model_validator
 
-from agent_cache import ConfigurationError, LayeredCache, default_cache
+from agent_cache import CachePolicy, ConfigurationError, LayeredCache, default_cache
 from agent_cache._names import reject_unknown
 from agent_cache.policy import request_policy
 from agent_cache.shared import DEFAULT_PATH
 from langchain_agent_cache._chat import replay_chunks
-from langchain_agent_cache.caches import AgentCache
+from langchain_agent_cache.caches import AgentCache, FetchedResult
 
 __all__ = ["CONFIG_KEY", "CachedChatModel", "request_policy"]
 
@@ -59,12 +61,58 @@ def _with_policy(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[
     return kwargs
 
 
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _taking_policy(method: _M) -> _M:
+    """``BaseChatModel``'s ``method`` (``invoke``, ``astream``, ...) taking the request's
+    policy from ``config={"configurable": {"agent_cache": ...}}`` (or ``agent_cache=``)."""
+    if inspect.iscoroutinefunction(method):
+
+        async def arun(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            return await method(self, input, config, **_with_policy(config, kwargs))
+
+        return _named(arun, method)
+
+    def run(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return method(self, input, config, **_with_policy(config, kwargs))
+
+    return _named(run, method)
+
+
+def _named(run: Callable[..., Any], method: _M) -> _M:
+    """``run`` under ``method``'s name and signature (``inspect.signature`` shows it)."""
+    run.__name__, run.__qualname__ = method.__name__, f"CachedChatModel.{method.__name__}"
+    run.__doc__ = f"``{method.__name__}``, with the per-request cache policy (``agent_cache``)."
+    run.__wrapped__ = method  # type: ignore[attr-defined]
+    return cast(_M, run)
+
+
 @dataclass(frozen=True)
 class _Call:
     prompt: str
     llm_string: str
     stop: list[str] | None
     kwargs: dict[str, Any]
+
+
+class _Paid:
+    """The wrapped model's results paid for one request: the answer keeps the last one's
+    ``llm_output`` when it was computed here."""
+
+    def __init__(self) -> None:
+        self.results: list[ChatResult] = []
+
+    def __call__(self, result: ChatResult) -> list[ChatGeneration]:
+        self.results.append(result)
+        return result.generations
+
+    async def awaited(self, result: Awaitable[ChatResult]) -> list[ChatGeneration]:
+        return self(await result)
+
+    def result(self, got: FetchedResult) -> ChatResult:
+        llm_output = self.results[-1].llm_output if got.computed and self.results else None
+        return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
 
 
 def _fresh(generations: Sequence[ChatGeneration]) -> list[ChatGeneration]:
@@ -211,50 +259,12 @@ class CachedChatModel(BaseChatModel):
         return data
 
     # ------------------------------------------------------------------ per-request policy
-    def invoke(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AIMessage:
-        """``invoke``; ``config={"configurable": {"agent_cache": "bypass"}}`` (or
-        ``"refresh"``, ``"no_store"``) sets this request's cache policy."""
-        return super().invoke(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    async def ainvoke(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AIMessage:
-        """Async twin of :meth:`invoke`."""
-        return await super().ainvoke(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    def stream(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> Iterator[AIMessageChunk]:
-        """``stream``, with the per-request policy of :meth:`invoke`."""
-        return super().stream(input, config, stop=stop, **_with_policy(config, kwargs))
-
-    def astream(
-        self,
-        input: LanguageModelInput,
-        config: RunnableConfig | None = None,
-        *,
-        stop: list[str] | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[AIMessageChunk]:
-        """``astream``, with the per-request policy of :meth:`invoke`."""
-        return super().astream(input, config, stop=stop, **_with_policy(config, kwargs))
+    # ``config={"configurable": {"agent_cache": "bypass"}}`` (or ``"refresh"``,
+    # ``"no_store"``) sets the request's cache policy on each path (:func:`_taking_policy`)
+    invoke = _taking_policy(BaseChatModel.invoke)
+    ainvoke = _taking_policy(BaseChatModel.ainvoke)
+    stream = _taking_policy(BaseChatModel.stream)
+    astream = _taking_policy(BaseChatModel.astream)
 
     # ------------------------------------------------------------------ identity
     @classmethod
@@ -345,6 +355,15 @@ class CachedChatModel(BaseChatModel):
                 yield part
 
     # ------------------------------------------------------------------ generate
+    def _request(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> tuple[_Call, AgentCache | None, CachePolicy]:
+        """The request's key, the cache (``None``: the wrapped model directly, the cache
+        being off or bypassed) and its policy (popped: it never reaches the model)."""
+        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
+        call = self._call(messages, stop, kwargs)
+        return call, None if policy == "bypass" else self.agent_cache, policy
+
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -352,19 +371,12 @@ class CachedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
-        call = self._call(messages, stop, kwargs)
-        if self.agent_cache is None or policy == "bypass":
+        call, cache, policy = self._request(messages, stop, kwargs)
+        if cache is None:
             return self._model(messages, call)
-        paid: list[ChatResult] = []
-
-        def compute() -> list[ChatGeneration]:
-            paid.append(self._model(messages, call))
-            return paid[-1].generations
-
-        got = self.agent_cache.fetch_result(call.prompt, call.llm_string, compute, policy=policy)
-        llm_output = paid[-1].llm_output if got.computed and paid else None
-        return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
+        paid = _Paid()
+        compute = lambda: paid(self._model(messages, call))  # noqa: E731
+        return paid.result(cache.fetch_result(call.prompt, call.llm_string, compute, policy=policy))
 
     async def _agenerate(
         self,
@@ -373,21 +385,13 @@ class CachedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
-        call = self._call(messages, stop, kwargs)
-        if self.agent_cache is None or policy == "bypass":
+        call, cache, policy = self._request(messages, stop, kwargs)
+        if cache is None:
             return await self._amodel(messages, call)
-        paid: list[ChatResult] = []
-
-        async def compute() -> list[ChatGeneration]:
-            paid.append(await self._amodel(messages, call))
-            return paid[-1].generations
-
-        got = await self.agent_cache.afetch_result(
-            call.prompt, call.llm_string, compute, policy=policy
-        )
-        llm_output = paid[-1].llm_output if got.computed and paid else None
-        return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
+        paid = _Paid()
+        compute = lambda: paid.awaited(self._amodel(messages, call))  # noqa: E731
+        got = await cache.afetch_result(call.prompt, call.llm_string, compute, policy=policy)
+        return paid.result(got)
 
     # ------------------------------------------------------------------ stream
     def _stream(
@@ -397,13 +401,12 @@ class CachedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
-        call = self._call(messages, stop, kwargs)
-        if self.agent_cache is None or policy == "bypass":
-            yield from self._model_stream(messages, call)
-            return
-        yield from self.agent_cache.stream_result(
-            call.prompt, call.llm_string, lambda: self._model_stream(messages, call), policy=policy
+        call, cache, policy = self._request(messages, stop, kwargs)
+        model = functools.partial(self._model_stream, messages, call)
+        yield from (
+            model()
+            if cache is None
+            else cache.stream_result(call.prompt, call.llm_string, model, policy=policy)
         )
 
     async def _astream(
@@ -413,14 +416,12 @@ class CachedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        policy = request_policy(kwargs.pop(CONFIG_KEY, None))
-        call = self._call(messages, stop, kwargs)
-        if self.agent_cache is None or policy == "bypass":
-            async for chunk in self._amodel_stream(messages, call):
-                yield chunk
-            return
-        stream = self.agent_cache.astream_result(
-            call.prompt, call.llm_string, lambda: self._amodel_stream(messages, call), policy=policy
+        call, cache, policy = self._request(messages, stop, kwargs)
+        model = functools.partial(self._amodel_stream, messages, call)
+        stream = (
+            model()
+            if cache is None
+            else cache.astream_result(call.prompt, call.llm_string, model, policy=policy)
         )
         async for chunk in stream:
             yield chunk

@@ -212,6 +212,32 @@ def cache_tool(
         >>> search = cache_tool(web_search, ttl=600)  # doctest: +SKIP
         >>> agent = create_agent(model, tools=[search])  # doctest: +SKIP
     """
+    _check_cacheable(tool, force)
+    layered: LayeredCache = layered_from(cache)
+    if version is None:
+        version = str((tool.metadata or {}).get("version", ""))
+    return CachedTool(
+        **{field: getattr(tool, field) for field in _ADVERTISED},
+        args_schema=_advertised_schema(tool),
+        tool=tool,
+        tool_cache=ToolCache(layered, ttl=ttl, namespace=namespace),
+        version=version,
+        ttl=ttl,
+        key=key,
+        scope=scope,
+        cache_tags=tuple(tags),
+    )
+
+
+#: The wrapped tool's fields a ``CachedTool`` shows as its own (beside its schema).
+_ADVERTISED = (
+    "name", "description", "return_direct", "verbose", "tags", "metadata",
+    "handle_tool_error", "handle_validation_error", "response_format", "extras",
+)  # fmt: skip
+
+
+def _check_cacheable(tool: Any, force: bool) -> None:
+    """Raises ``ConfigurationError`` for what ``cache_tool`` refuses to wrap."""
     if not isinstance(tool, BaseTool):
         raise ConfigurationError(f"cache_tool needs a BaseTool, not {type(tool).__name__}")
     if isinstance(tool, CachedTool):
@@ -221,30 +247,11 @@ def cache_tool(
             f"tool {tool.name!r} is marked side-effecting; its results must not be reused. "
             "Pass force=True to cache it anyway."
         )
-    layered: LayeredCache = layered_from(cache)
-    args_schema = tool.args_schema
-    if args_schema is None and isinstance(tool, Tool):
-        # a single-input Tool is advertised as {"__arg1": str}; keep advertising that
-        args_schema = convert_to_openai_tool(tool)["function"]["parameters"]
-    if version is None:
-        version = str((tool.metadata or {}).get("version", ""))
-    return CachedTool(
-        name=tool.name,
-        description=tool.description,
-        args_schema=args_schema,
-        return_direct=tool.return_direct,
-        verbose=tool.verbose,
-        tags=tool.tags,
-        metadata=tool.metadata,
-        handle_tool_error=tool.handle_tool_error,
-        handle_validation_error=tool.handle_validation_error,
-        response_format=tool.response_format,
-        extras=tool.extras,
-        tool=tool,
-        tool_cache=ToolCache(layered, ttl=ttl, namespace=namespace),
-        version=version,
-        ttl=ttl,
-        key=key,
-        scope=scope,
-        cache_tags=tuple(tags),
-    )
+
+
+def _advertised_schema(tool: BaseTool) -> Any:
+    """The wrapped tool's argument schema; a single-input ``Tool`` (no schema) is
+    advertised as ``{"__arg1": str}``, as LangChain shows it."""
+    if tool.args_schema is None and isinstance(tool, Tool):
+        return convert_to_openai_tool(tool)["function"]["parameters"]
+    return tool.args_schema

@@ -52,6 +52,8 @@ CASES: list[tuple[str, Make, dict[str, Any], list[str]]] = [
     ("CachedChatModel", chat_model, {"namespce": "x"}, ["does not take namespce="]),
     ("CachedLLM", cached_llm, {"embed_model": HashEmbedder()}, ["it is embedder= here"]),
     ("CachedLLM", cached_llm, {"namspace": "x"}, ["did you mean namespace="]),
+    # removed (it was unused): concurrent misses coalesce in the core's LayeredCache
+    ("CachedLLM", cached_llm, {"singleflight_timeout": 5.0}, ["(it takes "]),
     (
         "CachedLLM",
         cached_llm,
@@ -95,6 +97,7 @@ def test_cached_llm_keeps_llamaindex_fields(tmp_path: Path) -> None:
     assert llm.system_prompt == "Be brief."
     again = CachedLLM.from_dict(llm.to_dict(), cache=llm.cache)
     assert (again.system_prompt, again.namespace) == ("Be brief.", "default")
+    assert "singleflight_timeout" not in llm.to_dict()
 
 
 def test_langchain_tools_and_steps_take_a_directory(tmp_path: Path) -> None:

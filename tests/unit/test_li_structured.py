@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -141,3 +142,60 @@ def test_async_refresh_inside_structured_prediction_goes_through_the_core() -> N
 
     assert asyncio.run(go()) == ["Porto", "Braga", "Braga"]
     assert inner._calls == 2 and llm.cache.stats().bypassed == 1
+
+
+class _Recorder:
+    """A cache stand-in recording the settling calls of a structured block."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def store(self, **_: Any) -> None:
+        self.calls.append("store")
+
+    def feedback(self, *_: Any, **__: Any) -> None:
+        self.calls.append("feedback")
+
+    async def astore(self, **_: Any) -> None:
+        self.calls.append("astore")
+
+    async def afeedback(self, *_: Any, **__: Any) -> None:
+        self.calls.append("afeedback")
+
+
+def _fill(pending: Any, raised: type[BaseException] | None) -> None:
+    pending.stores.append({})
+    pending.served.append(object())
+    if raised is not None:
+        raise raised
+
+
+async def _ablock(cache: Any, raised: type[BaseException] | None) -> None:
+    from llama_index.llms.agent_cache import _structured
+
+    async with _structured.adeferring(cache) as pending:
+        _fill(pending, raised)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [(None, ["store"]), (ValueError, ["feedback"]), (KeyboardInterrupt, [])],
+)
+def test_a_structured_block_settles_by_how_it_ended(
+    raised: type[BaseException] | None, expected: list[str], asynchronous: bool
+) -> None:
+    """Success stores, a failed parse reports what was served, an interrupt does neither;
+    the async twin makes the same calls through the async methods."""
+    from llama_index.llms.agent_cache import _structured
+
+    cache = _Recorder()
+    with pytest.raises(raised) if raised else contextlib.nullcontext():
+        if asynchronous:
+            asyncio.run(_ablock(cache, raised))
+        else:
+            with _structured.deferring(cache) as pending:  # type: ignore[arg-type]
+                _fill(pending, raised)
+    prefix = "a" if asynchronous else ""
+    assert cache.calls == [prefix + call for call in expected]
+    assert _structured.current() is None

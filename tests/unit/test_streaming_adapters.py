@@ -22,6 +22,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.callbacks import CallbackManager, TokenCountingHandler
 from llama_index.llms.agent_cache import CachedLLM
 from llama_index.llms.agent_cache._apis import CHAT, COMPLETE
+from llama_index.llms.agent_cache._path import SYNC, Request
 from pydantic import PrivateAttr
 from test_li_llm import CountingLLM
 
@@ -438,13 +439,13 @@ def test_li_stream_the_cache_refuses_streams_from_the_model(api: str) -> None:
 def test_li_stream_over_an_unreadable_entry_asks_the_model_and_overwrites_it(api: str) -> None:
     llm, inner = li()
     first = _li_stream_text(llm, api, QUESTION)
-    _, call = (
-        llm._begin(CHAT, user(QUESTION), {})
+    request = (
+        Request(llm, CHAT, user(QUESTION), {}, SYNC)
         if api.endswith("chat")
-        else llm._begin(COMPLETE, QUESTION, {"formatted": False})
+        else Request(llm, COMPLETE, QUESTION, {"formatted": False}, SYNC)
     )
-    assert call is not None
-    llm.cache.store(**llm._lookup_args(call), response={"not": "an answer"})
+    assert request.call is not None
+    llm.cache.store(**request._lookup_args(request.call), response={"not": "an answer"})
     again = _li_stream_text(llm, api, QUESTION)
     assert inner.total() == 2 and again != first  # the model answered anew (numbered)
     assert _li_stream_text(llm, api, QUESTION) == again  # and its answer replaced the entry

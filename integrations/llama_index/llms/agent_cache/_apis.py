@@ -10,15 +10,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from llama_index.core.base.llms.types import ChatResponse, CompletionResponse
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionStartEvent,
+)
 from llama_index.llms.agent_cache import _codec
 
 from agent_cache import NOT_STORED, SerializationError
 from agent_cache.markers import hit_info
 
 __all__ = ["CHAT", "COMPLETE", "Api"]
+
+R = TypeVar("R")
 
 
 def _stored(payload: Any) -> Any:
@@ -61,31 +70,47 @@ def _completion_final(chunks: list[CompletionResponse]) -> Any:
     return _codec.completion_payload(final)
 
 
+def _chat_events(model: dict[str, Any], messages: Any, response: Any) -> list[BaseEvent]:
+    return [
+        LLMChatStartEvent(model_dict=model, messages=list(messages), additional_kwargs={}),
+        LLMChatEndEvent(messages=list(messages), response=response),
+    ]
+
+
+def _completion_events(model: dict[str, Any], prompt: Any, response: Any) -> list[BaseEvent]:
+    return [
+        LLMCompletionStartEvent(model_dict=model, prompt=prompt, additional_kwargs={}),
+        LLMCompletionEndEvent(prompt=prompt, response=response),
+    ]
+
+
 @dataclass(frozen=True)
-class Api:
-    """One API's spec: its name (``"chat"``/``"complete"``, also the key's API), the
-    response type, the codec of a whole answer, the rebuild of a served one with new
-    ``additional_kwargs``, the join of a finished stream into a payload, and the read and
-    replay of a stored payload as a stream."""
+class Api(Generic[R]):
+    """One API's spec: its name (``"chat"``/``"complete"``, also the key's API and the
+    wrapped LLM's method), the response type, the codec of a whole answer, the rebuild of
+    a served one with new ``additional_kwargs``, the join of a finished stream into a
+    payload, the read and replay of a stored payload as a stream, and the start/end events
+    a wrapped call would have sent (``events(model_dict, args, response)``)."""
 
     name: str
-    kind: type[Any]
+    kind: type[R]
     encode: Callable[[Any], Any]
     decode: Callable[[Any], Any]
-    rebuild: Callable[[Any, dict[str, Any], bool], Any]
+    rebuild: Callable[[Any, dict[str, Any], bool], R]
     final: Callable[[list[Any]], Any]
     read: Callable[[Any], Any]
-    replay: Callable[[Any, dict[str, Any]], Iterator[Any]]
+    replay: Callable[[Any, dict[str, Any]], Iterator[R]]
+    events: Callable[[dict[str, Any], Any, Any], list[BaseEvent]]
 
 
 CHAT = Api(
     "chat", ChatResponse, lambda r: _stored(_codec.chat_payload(r.message)), _decode_chat,
-    _rebuild_chat, _chat_final, _codec.message_from_payload, _codec.replay_chat,
+    _rebuild_chat, _chat_final, _codec.message_from_payload, _codec.replay_chat, _chat_events,
 )  # fmt: skip
 COMPLETE = Api(
     "complete", CompletionResponse, lambda r: _stored(_codec.completion_payload(r)),
     _decode_completion, _rebuild_completion, _completion_final, _codec.completion_text,
-    _codec.replay_completion,
+    _codec.replay_completion, _completion_events,
 )  # fmt: skip
 
 

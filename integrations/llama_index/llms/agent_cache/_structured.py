@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,49 +60,63 @@ def current() -> Deferred | None:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def deferring(cache: LayeredCache) -> Iterator[Deferred]:
+class _Settling:
+    """The scope of one structured call (sync and async): its :class:`Deferred` is the
+    current one inside; on the way out, the stores are made if the block succeeded, the
+    served hits reported wrong (evicted) if it raised (and nothing on a cancellation)."""
+
+    def __init__(self, cache: LayeredCache) -> None:
+        self.cache, self.pending = cache, Deferred()
+
+    def __enter__(self) -> Deferred:
+        self.token = _CURRENT.set(self.pending)
+        return self.pending
+
+    async def __aenter__(self) -> Deferred:
+        return self.__enter__()
+
+    def _calls(
+        self, kind: type[BaseException] | None
+    ) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+        """The cache calls that settle the block (``kind``: how it ended), by method name."""
+        _CURRENT.reset(self.token)
+        if kind is None:
+            yield from (("store", (), args) for args in self.pending.stores)
+        elif issubclass(kind, Exception):
+            yield from (("feedback", (hit,), {"correct": False}) for hit in self.pending.served)
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        for name, args, kwargs in self._calls(kind):
+            _guard(getattr(self.cache, name), *args, **kwargs)
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        for name, args, kwargs in self._calls(kind):
+            await _aguard(getattr(self.cache, "a" + name), *args, **kwargs)
+
+
+def deferring(cache: LayeredCache) -> contextlib.AbstractContextManager[Deferred]:
     """Defer the writes of the model calls inside; commit them if the block succeeds."""
-    pending = Deferred()
-    token = _CURRENT.set(pending)
-    try:
-        yield pending
-    except Exception:
-        _CURRENT.reset(token)
-        for hit in pending.served:
-            _guard(cache.feedback, hit, correct=False)
-        raise
-    _CURRENT.reset(token)
-    for args in pending.stores:
-        _guard(cache.store, **args)
+    return _Settling(cache)
 
 
-@contextlib.asynccontextmanager
-async def adeferring(cache: LayeredCache) -> AsyncIterator[Deferred]:
+def adeferring(cache: LayeredCache) -> contextlib.AbstractAsyncContextManager[Deferred]:
     """Async twin of :func:`deferring`."""
-    pending = Deferred()
-    token = _CURRENT.set(pending)
-    try:
-        yield pending
-    except Exception:
-        _CURRENT.reset(token)
-        for hit in pending.served:
-            await _aguard(cache.afeedback, hit, correct=False)
-        raise
-    _CURRENT.reset(token)
-    for args in pending.stores:
-        await _aguard(cache.astore, **args)
+    return _Settling(cache)
 
 
 def _guard(method: Any, *args: Any, **kwargs: Any) -> None:
-    try:
+    with _logged(method):
         method(*args, **kwargs)
-    except AgentCacheError as exc:
-        log.warning("agent-cache structured %s skipped: %s", method.__name__, exc)
 
 
 async def _aguard(method: Any, *args: Any, **kwargs: Any) -> None:
-    try:
+    with _logged(method):
         await method(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _logged(method: Any) -> Iterator[None]:
+    try:
+        yield
     except AgentCacheError as exc:
         log.warning("agent-cache structured %s skipped: %s", method.__name__, exc)

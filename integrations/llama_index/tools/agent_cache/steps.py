@@ -21,7 +21,7 @@ import inspect
 import logging
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from llama_index.core.workflow import Context, Event
 from llama_index.llms.agent_cache._cache import CacheArg, resolve_cache
@@ -211,48 +211,60 @@ def cache_step(
                 "pass allow_ctx=True if the step's whole effect is its return value"
             )
         steps = StepCache(resolve_cache(cache), ttl=ttl)
-        codec = _Codec(func)
+        step = _Step(func, step_name, steps, key, version=version, semantic=semantic)
+        return cast(F, step.wrapper())
 
-        def value_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
-            """(True, the value to key on), or (False, None): no key, run uncached."""
-            if key is not None:
-                return True, key(*args, **kwargs)
-            try:
-                return True, codec.key(args, kwargs)
-            except ConfigurationError as exc:
-                log.warning(
-                    "agent-cache: step %s not cached for this call: %s (pass key= to cache it)",
-                    step_name,
-                    exc,
-                )
-                return False, None
+    return decorate(fn) if fn is not None else decorate
 
+
+class _Step:
+    """One decorated step (``func`` under ``name`` in ``steps``); :meth:`wrapper` is the
+    function ``cache_step`` returns, async when ``func`` is."""
+
+    def __init__(
+        self, func: Callable[..., Any], name: str, steps: StepCache,
+        key: Callable[..., Any] | None, **options: Any,
+    ) -> None:  # fmt: skip
+        self.func, self.name, self.steps, self.key = func, name, steps, key
+        self.codec = _Codec(func)
+        self.options = {**options, "encode": self.codec.encode, "decode": self.codec.decode}
+
+    def wrapper(self) -> Callable[..., Any]:
+        func = self.func
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                keyed, value = value_of(args, kwargs)
-                if not keyed:
-                    return await func(*args, **kwargs)
-                return await steps.arun(
-                    step_name, value, lambda _value: func(*args, **kwargs),
-                    version=version, semantic=semantic,
-                    encode=codec.encode, decode=codec.decode,
-                )  # fmt: skip
+                return await self._through(self.steps.arun, args, kwargs)
 
-            return awrapper  # type: ignore[return-value]
+            return awrapper
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            keyed, value = value_of(args, kwargs)
-            if not keyed:
-                return func(*args, **kwargs)
-            return steps.run(
-                step_name, value, lambda _value: func(*args, **kwargs),
-                version=version, semantic=semantic,
-                encode=codec.encode, decode=codec.decode,
-            )  # fmt: skip
+            return self._through(self.steps.run, args, kwargs)
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
-    return decorate(fn) if fn is not None else decorate
+    def _through(
+        self, run: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """One call through the step cache (``run``: ``StepCache.run`` or ``arun``); the
+        step's own call, uncached, when its input has no key."""
+        keyed, value = self._value_of(args, kwargs)
+        if not keyed:
+            return self.func(*args, **kwargs)
+        return run(self.name, value, lambda _value: self.func(*args, **kwargs), **self.options)
+
+    def _value_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """(True, the value to key on), or (False, None): no key, run uncached."""
+        if self.key is not None:
+            return True, self.key(*args, **kwargs)
+        try:
+            return True, self.codec.key(args, kwargs)
+        except ConfigurationError as exc:
+            log.warning(
+                "agent-cache: step %s not cached for this call: %s (pass key= to cache it)",
+                self.name,
+                exc,
+            )
+            return False, None
