@@ -6,7 +6,7 @@ import os
 
 from agent_cache.errors import ConfigurationError
 
-__all__ = ["pass_threads"]
+__all__ = ["pass_threads", "usable_cores"]
 
 
 def pass_threads(env_var: str) -> int:
@@ -28,8 +28,13 @@ def pass_threads(env_var: str) -> int:
         if value < 1:
             raise ConfigurationError(f"{env_var} must be >= 1, got {value}")
         return value
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     return 1 if cores <= 2 else min(4, cores // 2)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity; the CPU count where unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from agent_cache._threads import pass_threads
+from agent_cache._threads import pass_threads, usable_cores
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.protocols import Embedder
 
@@ -299,11 +299,7 @@ def default_passes(inner: object) -> int:
     threads = inner.threads or pass_threads("AGENT_CACHE_EMBED_THREADS")  # None: the default
     if not isinstance(threads, int) or threads < 1:
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(4, cores // threads))
+    return max(1, min(4, usable_cores() // threads))
 
 
 _LIVE: weakref.WeakSet[MicroBatcher] = weakref.WeakSet()

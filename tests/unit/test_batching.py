@@ -291,7 +291,7 @@ def test_default_passes_follow_the_inner_embedders_threads(
 ) -> None:
     from agent_cache import batching
 
-    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: set(range(2)))
+    monkeypatch.setattr(batching, "usable_cores", lambda: 2)
     monkeypatch.delenv("AGENT_CACHE_EMBED_PASSES", raising=False)
     monkeypatch.delenv("AGENT_CACHE_EMBED_THREADS", raising=False)
     assert batching.default_passes(HashEmbedder(dim=4)) == 1  # unknown thread use: one
@@ -299,7 +299,7 @@ def test_default_passes_follow_the_inner_embedders_threads(
     two = Concurrency()
     two.threads = 2
     assert batching.default_passes(two) == 1  # a pass already takes both cores
-    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    monkeypatch.setattr(batching, "usable_cores", lambda: 16)
     assert batching.default_passes(two) == 4  # at most 4
     monkeypatch.setenv("AGENT_CACHE_EMBED_PASSES", "3")
     assert batching.default_passes(two) == 3
