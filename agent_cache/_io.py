@@ -40,6 +40,7 @@ __all__ = [
     "kv_evict_over",
     "kv_get",
     "kv_get_counter",
+    "kv_get_guessed",
     "kv_housekeep",
     "kv_incr",
     "kv_keys_for_tag",
@@ -92,6 +93,29 @@ def kv_get(kv: KVStore, key: str, now: float) -> Flow[str | None]:
 
 def kv_get_counter(kv: KVStore, counter: str) -> Flow[int]:
     return call_twin(kv.get_counter, twin(kv, "aget_counter"), counter)
+
+
+def kv_get_guessed(
+    kv: KVStore, counter: str, guess: int, key: str, now: float
+) -> Flow[tuple[int, str | None]]:
+    """The counter's value and, if it equals ``guess``, the value under ``key`` (the key
+    at that version): one round trip on a store with ``get_versioned`` (Redis reads both
+    in one pipeline), else ``get_counter`` then ``get`` only when the guess was right."""
+    if callable(getattr(kv, "get_versioned", None)):
+        got = yield from call_twin(
+            kv.get_versioned,  # type: ignore[attr-defined]
+            twin(kv, "aget_versioned"),
+            counter,
+            key,
+            now,
+        )
+        version, raw = got
+        return version, raw if version == guess else None
+    version = yield from kv_get_counter(kv, counter)
+    if version != guess:
+        return version, None
+    raw = yield from kv_get(kv, key, now)
+    return version, raw
 
 
 def kv_incr(kv: KVStore, counter: str) -> Flow[int]:

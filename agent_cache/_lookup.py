@@ -35,6 +35,9 @@ __all__ = ["POLICIES", "Reader"]
 
 POLICIES = ("use", "bypass", "no_store", "refresh")
 
+#: Namespaces whose last-read version a reader keeps (then it starts over).
+_MAX_VERSIONS = 4096
+
 log = logging.getLogger("agent_cache")
 
 
@@ -61,6 +64,7 @@ class Reader:
         self._failed = failed
         self._identity: tuple[object, str] | None = None  # (embedder, its identity)
         self._mismatch_warned = False
+        self._versions: dict[str, int] = {}  # namespace -> the version read last
 
     def vector_scope(self, keys: rq.Keys, vector: Any) -> str:
         """The scope ``vector`` (made by this cache's embedder) is stored and searched
@@ -131,11 +135,8 @@ class Reader:
 
     def layers_flow(self, req: rq.Request, now: float) -> Flow[Outcome]:
         """Exact (or template) key first, then the semantic layer."""
-        kv = self._b.kv
-        version = yield from io.kv_get_counter(kv, rq.version_counter(req.namespace))
-        keys = rq.keys_for(req, version)
         with tracing.span("exact", namespace=req.namespace) as sp:
-            raw = yield from io.kv_get(kv, keys.primary, now)
+            keys, raw = yield from self._exact_flow(req, now)
             tracing.annotate(sp, outcome="miss" if raw is None else HIT)
         if raw is not None:
             layer = "template" if keys.template else "exact"
@@ -155,6 +156,24 @@ class Reader:
                 score=outcome.hit.score if outcome.hit else None,
             )
         return outcome
+
+    def _exact_flow(self, req: rq.Request, now: float) -> Flow[tuple[rq.Keys, str | None]]:
+        """The namespace's version and the exact key's value at it: one round trip when
+        the version is the one this reader saw last (a bump since: a second read)."""
+        guess = self._versions.get(req.namespace, 0)
+        guessed = rq.keys_for(req, guess)
+        counter = rq.version_counter(req.namespace)
+        version, raw = yield from io.kv_get_guessed(
+            self._b.kv, counter, guess, guessed.primary, now
+        )
+        if version != guess:
+            if len(self._versions) >= _MAX_VERSIONS:
+                self._versions.clear()
+            self._versions[req.namespace] = version
+            keys = rq.keys_for(req, version)
+            raw = yield from io.kv_get(self._b.kv, keys.primary, now)
+            return keys, raw
+        return guessed, raw
 
     # ------------------------------------------------------------------ semantic layer
     def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[Outcome]:

@@ -137,6 +137,24 @@ class RedisStore:
             )
         return self._live(value, expires, now)
 
+    def get_versioned(self, counter: str, key: str, now: float) -> tuple[int, str | None]:
+        """``(get_counter(counter), get(key, now))`` in one round trip (one pipeline): what
+        a lookup reads first, the key built on the namespace version it last saw. Read
+        together, the two are as consistent as reading the counter first: a version
+        bumped between them leaves the old entry in place, only unreachable."""
+
+        def both() -> Any:
+            pipe = self._redis().pipeline(transaction=False)
+            pipe.get(self._c(counter))
+            pipe.hmget(self._e(key), ["v", "x"])
+            return pipe.execute()
+
+        with self._errors("get_versioned", key):
+            version, (value, expires) = self._repairing(
+                both, {self._c(counter): "string", self._e(key): "hash"}
+            )
+        return (0 if version is None else int(version)), self._live(value, expires, now)
+
     def get_many(self, keys: Sequence[str], now: float) -> dict[str, str]:
         """The live values among ``keys``, read with one round trip per 500 keys."""
         unique = list(dict.fromkeys(keys))
