@@ -1,9 +1,10 @@
 """The backend factory: the exact (KV) and vector stores, the embedder and the reranker.
 
 :class:`Backends` builds each of them on first use (no I/O in the cache's constructor)
-from what :class:`~agent_cache.LayeredCache` was given: ``path`` (one SQLite database
-holding entries and vectors), ``redis_url``, ``chroma_url``, ``vector_backend``, or
-ready-made stores (never closed here). Shared servers get a circuit breaker each.
+from a :class:`BackendConfig`: what :class:`~agent_cache.LayeredCache` was given, ``path``
+(one SQLite database holding entries and vectors), ``redis_url``, ``chroma_url``,
+``vector_backend``, or ready-made stores (never closed here). Shared servers get a
+circuit breaker each.
 :func:`report_failure` is the rule every path follows when a store fails: a logged
 miss, never an exception in the user's request (bad input and corrupt files excepted).
 """
@@ -17,6 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -26,7 +28,7 @@ from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
 from agent_cache.stats import StatsRecorder
 
-__all__ = ["Backends", "VectorBackend", "failure_cause", "report_failure"]
+__all__ = ["BackendConfig", "Backends", "VectorBackend", "failure_cause", "report_failure"]
 
 log = logging.getLogger("agent_cache")
 
@@ -151,60 +153,67 @@ def _check_seconds(name: str, value: Any) -> float | None:
     return value
 
 
-class Backends:
-    """The stores and models one cache uses, each built lazily and at most once.
+@dataclass(frozen=True)
+class BackendConfig:
+    """Where one cache keeps its entries and vectors, and which models it uses: the
+    arguments of :class:`~agent_cache.LayeredCache` of the same names, checked when the
+    config is made (a ``ConfigurationError`` naming the argument)."""
 
-    Args: as :class:`~agent_cache.LayeredCache`'s of the same names.
+    path: str | os.PathLike[str] | None = None
+    redis_url: str | None = None
+    chroma_url: str | None = None
+    vector_backend: VectorBackend | None = None
+    prefix: str = "agent_cache"
+    on_corrupt: Literal["raise", "rebuild"] = "raise"
+    backend_timeout: float | None = 2.0
+    circuit_reset: float | None = 5.0
+    embedder: str | Embedder = ""
+    reranker: str | Reranker | None = None
+    kv_store: KVStore | None = None
+    vector_store: VectorStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.vector_backend is not None and self.vector_backend not in _VECTOR_BACKENDS:
+            raise ConfigurationError(
+                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {self.vector_backend!r}"
+            )
+        if not isinstance(self.prefix, str) or not _PREFIX.fullmatch(self.prefix):
+            raise ConfigurationError(
+                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
+                f"with a letter or digit; got {self.prefix!r}"
+            )
+        if self.on_corrupt not in ("raise", "rebuild"):
+            raise ConfigurationError(
+                f"on_corrupt must be 'raise' or 'rebuild', not {self.on_corrupt!r}"
+            )
+        _check_seconds("backend_timeout", self.backend_timeout)
+        _check_seconds("circuit_reset", self.circuit_reset)
+
+
+class Backends:
+    """The stores and models one cache uses, each built lazily and at most once, from a
+    :class:`BackendConfig`.
 
     Example:
-        >>> b = Backends(None)
+        >>> b = Backends(BackendConfig(None))
         >>> type(b.kv).__name__, type(b.vectors).__name__
         ('MemoryStore', 'MemoryVectorStore')
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None,
-        *,
-        redis_url: str | None = None,
-        chroma_url: str | None = None,
-        vector_backend: VectorBackend | None = None,
-        prefix: str = "agent_cache",
-        on_corrupt: Literal["raise", "rebuild"] = "raise",
-        backend_timeout: float | None = 2.0,
-        circuit_reset: float | None = 5.0,
-        embedder: str | Embedder = "",
-        reranker: str | Reranker | None = None,
-        kv_store: KVStore | None = None,
-        vector_store: VectorStore | None = None,
-    ) -> None:
-        self.path = Path(path) if path is not None else None
-        self.redis_url = redis_url
-        self.chroma_url = chroma_url
-        if vector_backend is not None and vector_backend not in _VECTOR_BACKENDS:
-            raise ConfigurationError(
-                f"vector_backend must be one of {_VECTOR_BACKENDS}, not {vector_backend!r}"
-            )
-        self.vector_backend = vector_backend
-        if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-            raise ConfigurationError(
-                f"prefix needs 3-200 characters from [a-zA-Z0-9._-], starting and ending "
-                f"with a letter or digit; got {prefix!r}"
-            )
-        self.prefix = prefix
-        if on_corrupt not in ("raise", "rebuild"):
-            raise ConfigurationError(f"on_corrupt must be 'raise' or 'rebuild', not {on_corrupt!r}")
-        self.on_corrupt = on_corrupt
-        self.backend_timeout = _check_seconds("backend_timeout", backend_timeout)
-        self.circuit_reset = _check_seconds("circuit_reset", circuit_reset)
+    def __init__(self, config: BackendConfig) -> None:
+        self.config = c = config
+        self.path = Path(c.path) if c.path is not None else None
+        self.redis_url, self.chroma_url = c.redis_url, c.chroma_url
+        self.vector_backend, self.prefix, self.on_corrupt = c.vector_backend, c.prefix, c.on_corrupt
+        self.backend_timeout, self.circuit_reset = c.backend_timeout, c.circuit_reset
         self.breakers: dict[str, CircuitBreaker] = {}
-        self._embedder_spec = embedder
-        self._reranker_spec = reranker
-        self._kv: KVStore | None = kv_store
-        self._vectors: VectorStore | None = vector_store
+        self._embedder_spec = c.embedder
+        self._reranker_spec = c.reranker
+        self._kv: KVStore | None = c.kv_store
+        self._vectors: VectorStore | None = c.vector_store
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
-        self._reranker_ready = reranker is None
+        self._reranker_ready = c.reranker is None
         self._owned: list[Any] = []
         #: ``on_error(exc, what)``: told of failures off the caller's path (a batch of
         #: vector writes that failed for good); the cache counts and logs them.

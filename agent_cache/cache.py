@@ -1,16 +1,11 @@
 """``LayeredCache``: exact → template → semantic (difference analysis, verifier, threshold).
 
-The class is a thin front: it validates its arguments, prepares each request once
-(:func:`agent_cache._request.prepare`) and hands it to the pipeline, whose parts each
-live in a module of their own:
-
-- :mod:`agent_cache._backends`: the backend factory (stores, embedder, reranker, breakers);
-- :mod:`agent_cache._lookup`: exact and template keys, then candidate selection and
-  verification in the semantic layer (:mod:`agent_cache.semantic` decides);
-- :mod:`agent_cache._write`: stores, bulk loads, quotas, housekeeping, invalidation;
-- :mod:`agent_cache._trust`: shadow mode, audits, exploration, feedback, the error bound;
-- :mod:`agent_cache._fetch`: ``get_or_compute``: single-flight in the process and across
-  processes (:mod:`agent_cache._lease`), the model gate, negative entries, refresh-ahead.
+The class is a thin front over the pipeline, whose parts each live in a module of their
+own: :mod:`agent_cache._parts` builds them from the constructor's arguments (grouped in
+a few configs), :mod:`agent_cache._calls` checks each request's arguments once and
+prepares it; :mod:`agent_cache._lookup` reads, :mod:`agent_cache._write` writes,
+:mod:`agent_cache._trust` judges, :mod:`agent_cache._fetch` and :mod:`agent_cache._stream`
+compute once for all concurrent callers (``docs/architecture.md``).
 
 Each request's logic is written once, as a generator "flow" (:mod:`agent_cache._flow`);
 every sync method runs it with ``run_sync`` and its ``a``-twin with ``run_async``.
@@ -19,23 +14,17 @@ every sync method runs it with ``run_sync`` and its ``a``-twin with ``run_async`
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, Unpack
 
-from agent_cache import _io as io
 from agent_cache import _request as rq
-from agent_cache._backends import Backends, VectorBackend, report_failure
-from agent_cache._fetch import Codec, Compute, Fetcher, Plan
-from agent_cache._flow import Flow, run_async, run_sync
+from agent_cache._backends import VectorBackend
+from agent_cache._flow import run_async, run_sync
 from agent_cache._hits import CacheHit, Explanation, Fetched
-from agent_cache._lookup import Reader
-from agent_cache._settings import Setting, Settings, args_for, sinks_from
-from agent_cache._stream import AStreamed, Streamed, Streams
-from agent_cache._trust import Trust
-from agent_cache._write import Writer, check_invalidation_tags, check_namespace
-from agent_cache.degrade import ModelGate, NegativeCache
+from agent_cache._parts import assemble
+from agent_cache._settings import Setting
+from agent_cache._stream import AStreamed, Streamed
 from agent_cache.keys import Template
 from agent_cache.policy import TtlPolicy
 from agent_cache.protocols import Embedder, KVStore, Reranker, VectorStore
@@ -56,83 +45,14 @@ CachePolicy = rq.CachePolicy
 
 
 class LayeredCache:
-    """The layered result cache (the request flow: ``docs/architecture.md``).
+    """The layered result cache: exact, then template, then semantic (the request flow:
+    ``docs/architecture.md``).
 
-    Args:
-        path: directory for the embedded default: one SQLite database
-            (``exact.sqlite3``) holding entries and vectors, shared safely by every
-            process on the machine; ``None`` keeps everything in memory.
-        redis_url: exact layer on Redis instead of SQLite/memory.
-        chroma_url: vectors on a Chroma server, e.g. ``"http://127.0.0.1:8000"``.
-        vector_backend: ``"sqlite"`` (the default with a ``path``), ``"memory"``, or
-            ``"chroma"`` (embedded Chroma in ``path/vectors``: one process only, Chroma's
-            ``PersistentClient`` is not process-safe); ignored with ``chroma_url``.
-        prefix: the deployment's name on shared servers: Redis keys live under
-            ``"{prefix}:"`` and Chroma vectors in the collection ``prefix``, so two
-            applications with different prefixes never read, clear or clean up each
-            other's entries. Letters, digits, ``.``, ``_`` and ``-`` (3-200 characters).
-        on_corrupt: a corrupt SQLite file (``path``): ``"raise"`` a ``BackendError``
-            naming it at first use (never served as silent misses), or ``"rebuild"``:
-            move it aside with a warning and start empty.
-        backend_timeout: seconds a call to Redis or a Chroma server may take (connecting
-            included) before it fails, and is served as a miss; ``None``: no limit.
-        circuit_reset: a Redis or Chroma server that failed 3 calls in a row is not
-            called for this many seconds (its calls are instant misses), then one probe
-            call tells whether it is back; ``None``: no circuit breaker.
-        max_model_calls: at most this many ``compute`` calls of :meth:`get_or_compute`
-            at once in this process; ``shared_model_calls``: in the whole deployment
-            (slots in Redis while it answers). A caller waits in a queue of at most
-            ``model_queue`` for ``model_wait`` seconds, then gets its namespace's
-            ``fallbacks`` answer (not stored) or an ``Overloaded`` error.
-        negative_ttl: seconds during which a prompt whose answer was empty or a refusal
-            gets that answer again without a model call (per process); ``None``: off.
-        quotas: ``{namespace: entries}``: a namespace past its budget evicts its own
-            least recently used (memory) or oldest-written (SQLite, Redis) entries, so
-            one tenant's traffic never evicts another's.
-        refresh_ahead: seconds before an entry expires during which a
-            :meth:`get_or_compute` hit still serves it but starts one background
-            refresh (one per key in the deployment), so a hot key never expires into a
-            burst of model calls; ``None``: off.
-        embedder: model name, local path, or an object with ``embed(texts)``.
-        reranker: ``"BAAI/bge-reranker-base"``, a CrossEncoder name/path, or an object
-            with ``score(query, candidates)``.
-        threshold: cosine similarity in [0, 1] a candidate needs (higher is stricter);
-            ``None``: :data:`DEFAULT_THRESHOLD` or the calibrated value from ``config``.
-        thresholds: per-namespace thresholds.
-        config: path of a JSON written by ``agent-cache calibrate``.
-        shadow: run the semantic layer and record what it would serve, never serve it.
-        bypass_rate: share of lookups sent straight to the model (a control group).
-        max_error_rate: keep each namespace's wrong-hit rate under this bound: its
-            threshold follows the judged evidence (feedback, shadow, audited and
-            explored hits; :mod:`agent_cache.errorbound`), shared by every process.
-        audit_rate: with ``max_error_rate``, the share of would-be semantic hits sent to
-            the model anyway and judged against its answer (the evidence above the
-            threshold).
-        explore_rate: with ``max_error_rate``, the share of candidates just below the
-            threshold judged the same way (the evidence that lets it come down).
-        judge: ``judge(query, stored_answer, fresh_answer) -> bool`` for answers whose
-            similarity is in the grey zone (e.g. your own model as a judge).
-        request_judge: your model (a callable ``prompt -> str``, a LangChain model, a
-            LlamaIndex LLM, a ``VllmRouter``, or an :class:`agent_cache.judge.Judge`),
-            asked "do these two requests ask for the same answer?" when the best
-            candidate is close but not servable (a cosine just below the threshold, or
-            an unexplained word substitution); off (``None``) by default.
-        ttl_policy: TTL tiers and jitter (:class:`~agent_cache.policy.TtlPolicy`).
-        templates: ``{name: pattern | [patterns]}`` parameterized prompts.
-        case_sensitive: namespaces whose prompts are not case-folded (code).
-        exact_only: namespaces that never use the semantic layer (tool results).
-        rerank_threshold: minimum reranker score in [0, 1] when a reranker without a
-            trained combiner is set (a verifier from ``agent-cache train-verifier``
-            brings its own calibrated cut).
-        top_k: candidates fetched from the vector store.
-        clock: seconds, injectable for tests; ``sleep`` likewise for paced invalidation.
-        kv_store / vector_store: backends given directly (anything with the protocols).
-        metrics: where every event also goes: a sink such as
-            :class:`agent_cache.metrics.PrometheusMetrics` (or several), or ``True`` for
-            Prometheus metrics in ``prometheus_client``'s default registry.
-        prices: money per million tokens per model, ``{model: (input, output)}`` (or a
-            :class:`~agent_cache.savings.PriceTable`): what a hit saves, in
-            ``stats().cost_saved`` and ``agent_cache_cost_saved_usd_total``. None assumed.
+    ``path``: the directory of the embedded default (one SQLite database, shared safely by
+    every process on the machine; ``None``: in memory). The keywords choose the backends,
+    the model gate and degradation, the semantic layer, trust and measurement: each one,
+    its default and its meaning in ``docs/configuration.md``. The tunable ones are also
+    attributes (``cache.threshold = 0.9``), checked as the constructor checks them.
 
     Example:
         >>> from agent_cache.testing import HashEmbedder
@@ -219,52 +139,16 @@ class LayeredCache:
         prices: PriceTable | Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         args = {name: value for name, value in locals().items() if name != "self"}
-        self._settings = Settings.from_args(args, default=DEFAULT_THRESHOLD)
-        self._backends = b = Backends(**args_for(Backends, args))
-        b.on_error = self._failed  # background vector batches that fail, counted
+        p = assemble(args, default_threshold=DEFAULT_THRESHOLD)
+        self._settings, self._backends, self._stats = p.settings, p.backends, p.stats
+        self._negative, self._trust, self._bound = p.negative, p.trust, p.trust.bound
+        self._reader, self._writer, self._calls = p.reader, p.writer, p.calls
+        self._fetcher, self._streams, self.request_judge = p.fetcher, p.streams, p.request_judge
+        b = p.backends
         self.path, self.redis_url, self.chroma_url = b.path, b.redis_url, b.chroma_url
         self.vector_backend, self.prefix, self.on_corrupt = b.vector_backend, prefix, on_corrupt
         self.backend_timeout, self.circuit_reset = b.backend_timeout, b.circuit_reset
-        gate = ModelGate(
-            max_model_calls,
-            shared_limit=shared_model_calls,
-            queue=model_queue,
-            wait=model_wait,
-            store=lambda: b.kv,
-            name=f"model:{prefix}",
-            on_error=self._failed,
-        )
-        self._negative = NegativeCache(negative_ttl) if negative_ttl is not None else None
-        self._stats = StatsRecorder(
-            prices if isinstance(prices, PriceTable) else PriceTable(prices), sinks_from(metrics)
-        )
-        for sink in self._stats.sinks:
-            watch = getattr(sink, "watch", None)
-            if watch is not None:
-                watch(self)
-        rng = random.Random(seed)
-        s, stats, failed = self._settings, self._stats, self._failed
-        self._trust = Trust(s, b, stats, rng=rng, failed=failed, judge=judge)
-        self._bound = self._trust.bound
-        from agent_cache.judge import judge_from
-
-        self.request_judge = judge_from(request_judge)
-        self._reader = Reader(
-            s, b, self._trust, stats, rng=rng, failed=failed, judge=self.request_judge
-        )
-        self._writer = Writer(s, b, self._reader, self._trust, stats, failed=failed)
-        self._fetcher = Fetcher(
-            s,
-            b,
-            self._reader,
-            self._writer,
-            stats,
-            gate=gate,
-            negative=self._negative,
-            timeout=singleflight_timeout,
-            failed=failed,
-        )
-        self._streams = Streams(self._reader, self._fetcher)
+        p.watch(self)  # sinks that count entries (Prometheus) watch this cache
 
     # ------------------------------------------------------------------ backends (lazy)
     @property
@@ -289,9 +173,6 @@ class LayeredCache:
         embedded default, which has no server to lose)."""
         return self._backends.health()
 
-    def _failed(self, exc: Exception, what: str) -> None:
-        report_failure(self._stats, exc, what)
-
     # ------------------------------------------------------------------ configuration
     def threshold_for(self, namespace: str) -> float:
         """The similarity threshold in force for ``namespace`` (with ``max_error_rate``:
@@ -303,45 +184,9 @@ class LayeredCache:
         pats = (patterns,) if isinstance(patterns, str) else tuple(patterns)
         self.templates.append(Template(name, pats))
 
-    def _prepare(
-        self,
-        prompt: Any,
-        llm_string: Any,
-        namespace: Any,
-        context: Any,
-        template_version: Any,
-        verbatim: bool = False,
-    ) -> rq.Request:
-        """The one preparation of a request (validation, normalization, template match)."""
-        return rq.prepare(
-            prompt,
-            llm_string=llm_string,
-            namespace=namespace,
-            context=context,
-            template_version=template_version,
-            casefold=namespace not in self.case_sensitive,
-            templates=() if verbatim else self.templates,
-            max_prompt_bytes=self.max_prompt_bytes,
-            verbatim=verbatim,
-        )
-
-    def _begin(
-        self,
-        method: str,
-        accepted: Any,
-        prompt: Any,
-        llm_string: Any,
-        namespace: Any,
-        given: Mapping[str, object],
-    ) -> tuple[rq.Request, rq.Options]:
-        """What every sync method and its async twin start with: the per-request options
-        ``given`` checked once (:meth:`agent_cache._request.Options.of`), the request
-        prepared."""
-        o = rq.Options.of(accepted, method, given)
-        req = self._prepare(
-            prompt, llm_string, namespace, o.context, o.template_version, o.verbatim
-        )
-        return req, o
+    def _prepare(self, *args: Any) -> rq.Request:
+        """The one preparation of a request (:meth:`agent_cache._calls.Calls.prepare`)."""
+        return self._calls.prepare(*args)
 
     # ------------------------------------------------------------------ lookup
     def lookup(
@@ -368,7 +213,7 @@ class LayeredCache:
         Returns:
             A :class:`CacheHit`, or ``None`` on a miss. A failing store is a logged miss.
         """
-        return run_sync(self._read(prompt, llm_string, namespace, options))
+        return run_sync(self._calls.read(prompt, llm_string, namespace, options))
 
     async def alookup(
         self,
@@ -378,13 +223,7 @@ class LayeredCache:
         **options: Unpack[rq.ReadArgs],
     ) -> CacheHit | None:
         """Async twin of :meth:`lookup`."""
-        return await run_async(self._read(prompt, llm_string, namespace, options))
-
-    def _read(
-        self, prompt: str, llm_string: str, namespace: str, given: Mapping[str, object]
-    ) -> Flow[CacheHit | None]:
-        req, opts = self._begin("lookup", rq.ReadArgs, prompt, llm_string, namespace, given)
-        return self._reader.read_flow(req, opts.policy, llm_string)
+        return await run_async(self._calls.read(prompt, llm_string, namespace, options))
 
     def contains(
         self,
@@ -395,8 +234,7 @@ class LayeredCache:
     ) -> bool:
         """Whether ``prompt`` has an exact entry (no embedding, no stats): what a
         resumable bulk load skips."""
-        req, _ = self._begin("contains", rq.ScopeArgs, prompt, llm_string, namespace, options)
-        return self._reader.peek(req) is not None
+        return self._calls.contains(prompt, llm_string, namespace, options)
 
     # ------------------------------------------------------------------ store
     def store(
@@ -418,17 +256,16 @@ class LayeredCache:
 
         A response that would read back as something else is refused (``exact``, the
         default): a tuple (read back as a list), a non-``str`` mapping key (``{1: "a"}``
-        reads back ``{"1": "a"}``), a subclass of ``str``/``int``/``float``/``dict``/
-        ``list`` (an ``IntEnum`` reads back an ``int``). ``exact=False`` is for a codec's
-        payload whose decoder restores the value (JSON then normalizes those to plain
-        types).
+        reads back ``{"1": "a"}``), a subclass of ``str``, ``int``, ``float``, ``dict`` or
+        ``list`` (an ``IntEnum`` reads back an ``int``). ``exact=False``: a codec's payload,
+        whose decoder restores the value (JSON then normalizes those to plain types).
 
         Raises:
             SerializationError: the response is not JSON-serializable, or would not
                 read back equal with equal types (nothing written).
             ConfigurationError: bad prompt, namespace, ttl or tags (nothing written).
         """
-        return run_sync(self._store(prompt, response, llm_string, namespace, options))
+        return run_sync(self._calls.store(prompt, response, llm_string, namespace, options))
 
     async def astore(
         self,
@@ -439,20 +276,8 @@ class LayeredCache:
         **options: Unpack[rq.StoreArgs],
     ) -> str:
         """Async twin of :meth:`store`."""
-        return await run_async(self._store(prompt, response, llm_string, namespace, options))
-
-    def _store(
-        self,
-        prompt: str,
-        response: Any,
-        llm_string: str,
-        namespace: str,
-        given: Mapping[str, object],
-    ) -> Flow[str]:
-        req, o = self._begin("store", rq.StoreArgs, prompt, llm_string, namespace, given)
-        return self._writer.store_flow(
-            req, response, ttl=o.ttl, tags=o.tags, tokens=o.tokens, exact=o.exact
-        )
+        flow = self._calls.store(prompt, response, llm_string, namespace, options)
+        return await run_async(flow)
 
     def store_many(
         self,
@@ -469,11 +294,7 @@ class LayeredCache:
         Each pair is stored as :meth:`store` would store it (quota, housekeeping, the
         judging of a withheld semantic candidate included).
         """
-        opts = rq.Options.of(rq.StoreArgs, "store_many", {"ttl": ttl, "tags": tags})
-        reqs = [(self._prepare(p, llm_string, namespace, None, ""), r) for p, r in items]
-        flow = self._writer.store_many_flow(
-            reqs, namespace, ttl=opts.ttl, tags=opts.tags, batch_size=batch_size
-        )
+        flow = self._calls.store_many(items, llm_string, namespace, ttl, tags, batch_size)
         return run_sync(flow)
 
     # ------------------------------------------------------------------ get or compute
@@ -488,27 +309,23 @@ class LayeredCache:
         """Return the cached answer, or compute it once for all concurrent callers:
         ``fetch(...).value``.
 
-        ``compute()`` runs only on a miss; concurrent identical misses share one call:
-        threads and tasks of this process through an in-process flight, other processes
-        through a lease on the shared store (SQLite file, Redis) of
-        ``singleflight_timeout`` seconds, renewed while ``compute`` runs and expiring by
-        itself if its holder dies. The value computed is always returned, even when
-        storing it fails (counted in ``stats().errors``). ``ttl``, ``tags``,
-        ``context``, ``template_version`` and ``verbatim`` as in :meth:`store`;
-        ``tokens`` may also be a function of the computed value (e.g. its usage).
-        ``policy``: ``"use"``; ``"refresh"`` calls the model and overwrites;
-        ``"no_store"`` reads but never writes; ``"bypass"`` neither reads nor writes
-        (the request goes to the model as if there were no cache).
+        ``compute()`` runs only on a miss; concurrent identical misses share one call
+        (threads and tasks of this process through an in-process flight, other processes
+        through a lease of ``singleflight_timeout`` seconds on the shared store, SQLite
+        file or Redis, renewed while ``compute`` runs, expiring by itself if its holder
+        dies). The value computed is returned even when storing it fails (counted in
+        ``stats().errors``). ``ttl``, ``tags``, ``context``, ``template_version`` and
+        ``verbatim`` as in :meth:`store`; ``tokens`` may be a function of the value.
+        ``policy``: ``"use"``; ``"refresh"`` calls the model and overwrites; ``"no_store"``
+        reads but never writes; ``"bypass"`` neither (as if there were no cache).
 
-        ``encode``/``decode`` put a codec between the caller's objects and the stored
-        JSON (what the framework adapters stand on): on a miss the computed value is
-        returned as is and ``encode(value)`` is the payload stored, or
-        :data:`agent_cache.NOT_STORED` to return it without storing it (counted in
-        ``stats().counters["not_stored"]``); an ``encode`` that raises is counted
-        (``encode_errors``) and the value still returned. On a hit ``decode(payload)``
-        rebuilds the object; a ``decode`` that raises marks an incompatible entry, which
-        is counted (``decode_errors``), evicted and computed again, never raised.
-        Concurrent identical misses all get the leader's value, not its payload.
+        ``encode``/``decode`` put a codec between the caller's objects and the stored JSON
+        (what the adapters stand on): on a miss ``encode(value)`` is the payload stored
+        (:data:`agent_cache.NOT_STORED`: not stored, counted in ``stats().counters
+        ["not_stored"]``; an ``encode`` that raises: counted in ``encode_errors``, the value
+        still returned); on a hit ``decode(payload)`` rebuilds the object (one that raises
+        marks an incompatible entry: counted in ``decode_errors``, evicted and computed
+        again, never raised). Concurrent identical misses get the leader's value.
 
         Raises:
             ConfigurationError: bad prompt, ``ttl``, ``tags``, ``encode`` or ``decode``,
@@ -543,7 +360,7 @@ class LayeredCache:
         ``encode``/``decode`` (as in :meth:`get_or_compute`) ``value`` is the caller's
         object and ``hit.response`` the stored payload it was decoded from.
         """
-        plan = self._plan("fetch", rq.FetchArgs, prompt, compute, llm_string, namespace, options)
+        plan = self._calls.plan(prompt, compute, llm_string, namespace, options)
         return run_sync(self._fetcher.fetch_flow(plan))
 
     async def afetch(
@@ -555,24 +372,8 @@ class LayeredCache:
         **options: Unpack[rq.FetchArgs],
     ) -> Fetched:
         """Async twin of :meth:`fetch`; ``compute`` is an async function."""
-        plan = self._plan("fetch", rq.FetchArgs, prompt, compute, llm_string, namespace, options)
+        plan = self._calls.plan(prompt, compute, llm_string, namespace, options)
         return await run_async(self._fetcher.fetch_flow(plan))
-
-    def _plan(
-        self,
-        method: str,
-        accepted: Any,
-        prompt: str,
-        compute: Callable[[], Any],
-        llm_string: str,
-        namespace: str,
-        given: Mapping[str, object],
-    ) -> Plan:
-        """The one :class:`~agent_cache._fetch.Plan` of a fetch or a stream (its
-        arguments already checked by :meth:`_begin`)."""
-        req, o = self._begin(method, accepted, prompt, llm_string, namespace, given)
-        codec = Codec(o.encode, o.decode)
-        return Plan(req, Compute(compute), llm_string, o.policy, o.ttl, o.tags, o.tokens, codec)
 
     # ------------------------------------------------------------------ streams
     def fetch_stream(
@@ -607,9 +408,8 @@ class LayeredCache:
         Raises:
             ConfigurationError: bad prompt, ``ttl`` or ``tags``, before the model is called.
         """
-        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
-        plan = self._plan("fetch_stream", rq.FetchArgs, *args)
-        return self._streams.fetch(plan, start_stream, join)
+        args = (prompt, start_stream, llm_string, namespace, options, encode, decode)
+        return self._streams.fetch(self._calls.stream_plan(*args), start_stream, join)
 
     async def afetch_stream(
         self,
@@ -625,18 +425,8 @@ class LayeredCache:
     ) -> AStreamed[Any]:
         """Async twin of :meth:`fetch_stream`: ``start_stream()`` returns an async
         iterator (or an awaitable of one); iterate the result with ``async for``."""
-        args = (prompt, start_stream, llm_string, namespace, self._coded(options, encode, decode))
-        plan = self._plan("fetch_stream", rq.FetchArgs, *args)
-        return await self._streams.afetch(plan, start_stream, join)
-
-    @staticmethod
-    def _coded(
-        options: Mapping[str, object],
-        encode: Callable[[Any], Any] | None,
-        decode: Callable[[Any], Any] | None,
-    ) -> dict[str, object]:
-        """A stream's options with its codec (checked as :meth:`fetch`'s are)."""
-        return {**options, "encode": encode, "decode": decode}
+        args = (prompt, start_stream, llm_string, namespace, options, encode, decode)
+        return await self._streams.afetch(self._calls.stream_plan(*args), start_stream, join)
 
     # ------------------------------------------------------------------ invalidation
     def invalidate(
@@ -654,7 +444,7 @@ class LayeredCache:
         A namespace is a wall: no other namespace's entries are read or deleted. To purge
         a tag everywhere, call :meth:`invalidate_all_namespaces`.
         """
-        return run_sync(self._invalidate(tags, check_namespace(namespace), batch_size, pause))
+        return run_sync(self._calls.invalidate(tags, namespace, batch_size, pause))
 
     async def ainvalidate(
         self,
@@ -665,51 +455,37 @@ class LayeredCache:
         pause: float = 0.0,
     ) -> int:
         """Async twin of :meth:`invalidate`."""
-        ns = check_namespace(namespace)
-        return await run_async(self._invalidate(tags, ns, batch_size, pause))
+        return await run_async(self._calls.invalidate(tags, namespace, batch_size, pause))
 
     def invalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
     ) -> int:
         """Delete the entries carrying any of ``tags`` in **every** namespace of this
         deployment (a global purge, e.g. a document deleted for every tenant)."""
-        return run_sync(self._invalidate(tags, None, batch_size, pause))
+        return run_sync(self._calls.invalidate_in(tags, None, batch_size, pause))
 
     async def ainvalidate_all_namespaces(
         self, tags: Iterable[str], *, batch_size: int = 500, pause: float = 0.0
     ) -> int:
         """Async twin of :meth:`invalidate_all_namespaces`."""
-        return await run_async(self._invalidate(tags, None, batch_size, pause))
-
-    def _invalidate(
-        self, tags: Iterable[str], namespace: str | None, batch_size: int, pause: float
-    ) -> Flow[int]:
-        tag_list = check_invalidation_tags(tags, batch_size)
-        return self._writer.invalidate_flow(tag_list, namespace, batch_size, pause)
+        return await run_async(self._calls.invalidate_in(tags, None, batch_size, pause))
 
     def bump_version(self, namespace: str = "default") -> int:
         """Invalidate a whole namespace in O(1): every key embeds the namespace's version."""
-        return run_sync(self._bump(namespace))
+        return run_sync(self._calls.bump(namespace))
 
     async def abump_version(self, namespace: str = "default") -> int:
         """Async twin of :meth:`bump_version`."""
-        return await run_async(self._bump(namespace))
-
-    def _bump(self, namespace: str) -> Flow[int]:
-        return _ops(io.kv_incr(self.kv_store, rq.version_counter(rq.check_name(namespace))))
+        return await run_async(self._calls.bump(namespace))
 
     def clear(self, namespace: str | None = None) -> None:
         """Remove every entry (of one namespace, or all: ``None``). A namespace that is
         not a non-empty str is a ConfigurationError (nothing is deleted)."""
-        run_sync(self._clear(namespace))
+        run_sync(self._calls.clear(namespace))
 
     async def aclear(self, namespace: str | None = None) -> None:
         """Async twin of :meth:`clear`."""
-        await run_async(self._clear(namespace))
-
-    def _clear(self, namespace: str | None) -> Flow[Any]:
-        ns = rq.check_name(namespace, allow_none=True)
-        return _ops(io.kv_clear(self.kv_store, ns), io.vector_clear(self.vector_store, ns))
+        await run_async(self._calls.clear(namespace))
 
     def housekeep(self) -> None:
         """Run one housekeeping pass now (writes run one every few calls by themselves):
@@ -754,13 +530,11 @@ class LayeredCache:
             >>> cache.lookup("How do I cancel my order?") is None
             True
         """
-        ns = rq.check_name(hit.namespace if namespace is None else namespace)
-        run_sync(self._trust.feedback_flow(hit, correct, ns))
+        run_sync(self._calls.feedback(hit, correct, namespace))
 
     async def afeedback(self, hit: CacheHit, correct: bool, namespace: str | None = None) -> None:
         """Async twin of :meth:`feedback`."""
-        ns = rq.check_name(hit.namespace if namespace is None else namespace)
-        await run_async(self._trust.feedback_flow(hit, correct, ns))
+        await run_async(self._calls.feedback(hit, correct, namespace))
 
     def error_estimate(self, namespace: str = "default") -> dict[str, float | int]:
         """The judged evidence at or above ``namespace``'s threshold: ``judged``,
@@ -781,35 +555,7 @@ class LayeredCache:
         With ``candidate``, that stored question is judged (no store is read); without,
         the top-k stored questions in the query's scope are.
         """
-        req, opts = self._begin("explain", rq.ScopeArgs, query, llm_string, namespace, options)
-        verdicts = run_sync(self._reader.explain_flow(req, candidate))
-        threshold = self.threshold_for(req.namespace)
-        earlier = self._earlier_layer(req, candidate, llm_string, opts)
-        return Explanation(req.prompt, req.namespace, threshold, tuple(verdicts), earlier)
-
-    def _earlier_layer(
-        self, req: rq.Request, candidate: str | None, llm_string: str, opts: rq.Options
-    ) -> str | None:
-        """``"exact"`` or ``"template"`` when that layer answers before the semantic one:
-        for a ``candidate``, when both normalize to one key; else when the store holds
-        an entry under the query's key."""
-        if candidate is not None:
-            other = self._prepare(
-                candidate, llm_string, req.namespace, opts.context, opts.template_version
-            )
-            if other.normalized == req.normalized:
-                return "exact"
-            if req.template is not None and other.template == req.template:
-                return "template"
-            return None
-        version = self._backends.kv.get_counter(rq.version_counter(req.namespace))
-        keys = rq.keys_for(req, version)
-        now = self._settings.clock()
-        if self._backends.kv.get(keys.exact, now) is not None:
-            return "exact"
-        if keys.template is not None and self._backends.kv.get(keys.template, now) is not None:
-            return "template"
-        return None
+        return self._calls.explain(query, candidate, llm_string, namespace, options)
 
     # ------------------------------------------------------------------ lifecycle
     def warm(self) -> LayeredCache:
@@ -847,11 +593,3 @@ class LayeredCache:
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-
-def _ops(*flows: Flow[Any]) -> Flow[Any]:
-    """``flows`` one after the other; returns the last one's result."""
-    result = None
-    for flow in flows:
-        result = yield from flow
-    return result
