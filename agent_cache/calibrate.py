@@ -199,6 +199,23 @@ def _embed(embedder: Embedder, texts: Sequence[str], batch_size: int) -> np.ndar
     return np.vstack(parts).astype(np.float32) if parts else np.zeros((0, 1), np.float32)
 
 
+def _top_k(
+    q_vecs: np.ndarray, s_vecs: np.ndarray, k: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per query row, its ``k`` nearest stored rows and their similarities, best first
+    (one matrix product per block of 1024 queries)."""
+    tops: list[np.ndarray] = []
+    sim_rows: list[np.ndarray] = []
+    for start in range(0, len(q_vecs), 1024):
+        block = q_vecs[start : start + 1024] @ s_vecs.T
+        top = np.argpartition(-block, k - 1, axis=1)[:, :k]
+        vals = np.take_along_axis(block, top, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        tops.extend(np.take_along_axis(top, order, axis=1))
+        sim_rows.extend(np.take_along_axis(vals, order, axis=1))
+    return tops, sim_rows
+
+
 def score_queries(
     pairs: Sequence[Pair],
     embedder: Embedder,
@@ -227,16 +244,7 @@ def score_queries(
         stored = list(dict.fromkeys(p.a for p in ns_pairs))
         s_vecs = _embed(embedder, stored, batch_size)
         q_vecs = _embed(embedder, [p.b for p in ns_pairs], batch_size)
-        k = min(top_k, len(stored))
-        tops: list[np.ndarray] = []
-        sim_rows: list[np.ndarray] = []
-        for start in range(0, len(ns_pairs), 1024):  # one matrix product per block
-            block = q_vecs[start : start + 1024] @ s_vecs.T
-            top = np.argpartition(-block, k - 1, axis=1)[:, :k]
-            vals = np.take_along_axis(block, top, axis=1)
-            order = np.argsort(-vals, axis=1, kind="stable")
-            tops.extend(np.take_along_axis(top, order, axis=1))
-            sim_rows.extend(np.take_along_axis(vals, order, axis=1))
+        tops, sim_rows = _top_k(q_vecs, s_vecs, min(top_k, len(stored)))
         rows: Iterable[int] = range(len(ns_pairs))
         if progress is not None:
             rows = progress(rows)

@@ -215,11 +215,9 @@ class PrefixChooser:
         if not up:
             raise ConfigurationError("no replica to rank")
         now = self._clock() if self._clock is not None else None
-        cached = (
-            list(cached_tokens)
-            if cached_tokens is not None
-            else [m * block_tokens for m in self.tree.match(blocks)]
-        )
+        if cached_tokens is None:  # estimated from the prefix tree
+            cached_tokens = [m * block_tokens for m in self.tree.match(blocks)]
+        cached = list(cached_tokens)
         loads = {i: self.load(i, now) for i in up}
         queued = {i: self.pending(i, now) for i in up}
         allowed = set(self._guarded(up, loads))

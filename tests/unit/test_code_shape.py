@@ -62,11 +62,6 @@ def test_methods_and_async_functions_count(kind: str) -> None:
     assert [(name, line) for _, name, line in found] == [("m", 2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LayeredCache.__init__ (94 lines) is the one left: the branch that groups its "
-    "arguments (issue 21) is not merged yet; strict, so this fails once it is fixed",
-)
 def test_no_function_over_60_lines() -> None:
     long = [
         f"{path.relative_to(ROOT).as_posix()}:{line} {name} ({length} lines)"
