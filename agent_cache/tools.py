@@ -106,6 +106,37 @@ class ToolCache:
             raise ConfigurationError("tool name must be a non-empty str")
         return f"tool:{tool}@{version}"
 
+    def _plan(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        fn: Callable[..., Any],
+        version: str,
+        ttl: float | None,
+        tags: tuple[str, ...],
+        encode: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> tuple[Callable[[], Any], str | None, dict[str, Any]]:
+        """What :meth:`call` and :meth:`acall` share: ``fn`` bound to the checked
+        arguments, the call's prompt (``None``: no key, the tool runs uncached) and the
+        rest of what ``get_or_compute`` takes."""
+        llm_string = self._ids(tool, version)
+        args = _check_args(args)
+        verbatim = not self.normalize_args
+        prompt = self._keys.prompt(
+            lambda: canonical_json(dict(args)), llm_string, self.namespace, verbatim
+        )
+        options = {
+            "llm_string": llm_string,
+            "namespace": self.namespace,
+            "ttl": ttl if ttl is not None else self.ttl,
+            "tags": tags,
+            "verbatim": verbatim,
+            "encode": encode,
+            "decode": decode,
+        }
+        return (lambda: fn(**args)), prompt, options
+
     def call(
         self,
         tool: str,
@@ -121,24 +152,8 @@ class ToolCache:
         """Return ``fn(**args)``, cached. Exceptions propagate and are never cached;
         ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute` (the tool's
         output object to its stored JSON, or ``NOT_STORED``, and back)."""
-        llm_string = self._ids(tool, version)
-        args = _check_args(args)
-        prompt = self._keys.prompt(
-            lambda: canonical_json(dict(args)), llm_string, self.namespace, not self.normalize_args
-        )
-        if prompt is None:
-            return fn(**args)
-        return self.cache.get_or_compute(
-            prompt,
-            lambda: fn(**args),
-            llm_string=llm_string,
-            namespace=self.namespace,
-            ttl=ttl if ttl is not None else self.ttl,
-            tags=tags,
-            verbatim=not self.normalize_args,
-            encode=encode,
-            decode=decode,
-        )
+        run, prompt, kw = self._plan(tool, args, fn, version, ttl, tags, encode, decode)
+        return run() if prompt is None else self.cache.get_or_compute(prompt, run, **kw)
 
     async def acall(
         self,
@@ -153,24 +168,8 @@ class ToolCache:
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`call`."""
-        llm_string = self._ids(tool, version)
-        args = _check_args(args)
-        prompt = self._keys.prompt(
-            lambda: canonical_json(dict(args)), llm_string, self.namespace, not self.normalize_args
-        )
-        if prompt is None:
-            return await fn(**args)
-        return await self.cache.aget_or_compute(
-            prompt,
-            lambda: fn(**args),
-            llm_string=llm_string,
-            namespace=self.namespace,
-            ttl=ttl if ttl is not None else self.ttl,
-            tags=tags,
-            verbatim=not self.normalize_args,
-            encode=encode,
-            decode=decode,
-        )
+        run, prompt, kw = self._plan(tool, args, fn, version, ttl, tags, encode, decode)
+        return await (run() if prompt is None else self.cache.aget_or_compute(prompt, run, **kw))
 
 
 class StepCache:
@@ -200,11 +199,20 @@ class StepCache:
             return value
         return value if isinstance(value, str) else canonical_json(value)
 
-    def _step_key(
-        self, name: str, value: Any, version: str, semantic: bool
-    ) -> tuple[str | None, str, str]:
-        """``(prompt, llm_string, namespace)`` of a step call; ``prompt`` is None when no
-        key can be built (the call then runs uncached)."""
+    def _plan(
+        self,
+        name: str,
+        value: Any,
+        fn: Callable[[Any], Any],
+        version: str,
+        semantic: bool,
+        ttl: float | None,
+        encode: Callable[[Any], Any] | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> tuple[Callable[[], Any], str | None, dict[str, Any]]:
+        """What :meth:`run` and :meth:`arun` share: ``fn`` bound to ``value``, the step
+        call's prompt (``None`` when no key can be built: the call then runs uncached)
+        and the rest of what ``get_or_compute`` takes."""
         llm_string = f"step:{name}@{version}"
         namespace = f"{self.namespace}-semantic" if semantic else self.namespace
         if semantic and not isinstance(value, str):
@@ -212,7 +220,15 @@ class StepCache:
         prompt = self._keys.prompt(
             lambda: self._prompt(value, semantic), llm_string, namespace, not semantic
         )
-        return prompt, llm_string, namespace
+        options = {
+            "llm_string": llm_string,
+            "namespace": namespace,
+            "ttl": ttl if ttl is not None else self.ttl,
+            "verbatim": not semantic,
+            "encode": encode,
+            "decode": decode,
+        }
+        return (lambda: fn(value)), prompt, options
 
     def run(
         self,
@@ -228,19 +244,8 @@ class StepCache:
     ) -> Any:
         """Return ``fn(value)``, reusing the stored output of step ``name`` for ``value``;
         ``encode``/``decode`` as in :meth:`LayeredCache.get_or_compute`."""
-        prompt, llm_string, namespace = self._step_key(name, value, version, semantic)
-        if prompt is None:
-            return fn(value)
-        return self.cache.get_or_compute(
-            prompt,
-            lambda: fn(value),
-            llm_string=llm_string,
-            namespace=namespace,
-            ttl=ttl if ttl is not None else self.ttl,
-            verbatim=not semantic,
-            encode=encode,
-            decode=decode,
-        )
+        run, prompt, kw = self._plan(name, value, fn, version, semantic, ttl, encode, decode)
+        return run() if prompt is None else self.cache.get_or_compute(prompt, run, **kw)
 
     async def arun(
         self,
@@ -255,19 +260,8 @@ class StepCache:
         decode: Callable[[Any], Any] | None = None,
     ) -> Any:
         """Async twin of :meth:`run`."""
-        prompt, llm_string, namespace = self._step_key(name, value, version, semantic)
-        if prompt is None:
-            return await fn(value)
-        return await self.cache.aget_or_compute(
-            prompt,
-            lambda: fn(value),
-            llm_string=llm_string,
-            namespace=namespace,
-            ttl=ttl if ttl is not None else self.ttl,
-            verbatim=not semantic,
-            encode=encode,
-            decode=decode,
-        )
+        run, prompt, kw = self._plan(name, value, fn, version, semantic, ttl, encode, decode)
+        return await (run() if prompt is None else self.cache.aget_or_compute(prompt, run, **kw))
 
     def cached(self, *, name: str, version: str = "", semantic: bool = False) -> Callable[[F], F]:
         """Decorator for a one-argument function (or coroutine function)."""
