@@ -124,8 +124,22 @@ class MicroBatcher:
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` (rows in order), sharing a forward pass with concurrent callers."""
         items = list(texts)
-        if not items:
-            return np.asarray(self.inner.embed([]), dtype=np.float32)
+        return self._shared(items) if items else self._nothing()
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """Async twin of :meth:`embed`: awaits the shared pass without blocking the loop
+        (a task never runs a pass itself: it always queues for a worker)."""
+        if not (items := list(texts)):
+            return await asyncio.to_thread(self._nothing)
+        return await asyncio.wrap_future(self._submit(items))
+
+    def _nothing(self) -> Vectors:
+        """The inner embedder's answer to no texts (its empty array, of its dimension)."""
+        return np.asarray(self.inner.embed([]), dtype=np.float32)
+
+    def _shared(self, items: list[str]) -> Vectors:
+        """A thread's pass: its own when a slot is free and nothing queues, else its
+        share of a worker's."""
         if threading.current_thread() in self._workers:  # re-entrant call: no deadlock
             return self._run(items)
         with self._cond:
@@ -144,13 +158,6 @@ class MicroBatcher:
             return vectors
         row = {text: i for i, text in enumerate(unique)}
         return np.ascontiguousarray(vectors[[row[t] for t in items]])
-
-    async def aembed(self, texts: Sequence[str]) -> Vectors:
-        """Async twin of :meth:`embed`: awaits the shared pass without blocking the loop."""
-        items = list(texts)
-        if not items:
-            return await asyncio.to_thread(self.embed, items)
-        return await asyncio.wrap_future(self._submit(items))
 
     def close(self) -> None:
         """Stop the worker after the queued requests and close the inner embedder (its model

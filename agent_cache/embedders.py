@@ -10,9 +10,7 @@ network at all), else from the Hugging Face Hub cache (see
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-import inspect
 import os
 import threading
 import warnings
@@ -24,7 +22,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from agent_cache import _fork
+from agent_cache import _fork, _io
+from agent_cache._flow import Flow, run_async, run_sync
 from agent_cache._model_files import DEFAULT_ALIASES, DEFAULT_REPO, bundled_model_dir
 from agent_cache.errors import BackendError, ConfigurationError, MissingDependencyError
 from agent_cache.protocols import Embedder
@@ -221,13 +220,7 @@ class MemoEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``, reusing remembered rows; same contract as the inner embedder."""
-        items = [_capped(text) for text in texts]
-        found, missing = self._recall(items)
-        if missing:
-            self._remember(missing, self.inner.embed(missing), found)
-        if not items:
-            return np.asarray(self.inner.embed([]), dtype=np.float32)
-        return np.stack([found[text] for text in items]).astype(np.float32, copy=False)
+        return run_sync(self._embed(texts))
 
     async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed`: the memo answers inline, misses are awaited.
@@ -236,18 +229,17 @@ class MemoEmbedder:
         :class:`~agent_cache.batching.MicroBatcher` does), else its ``embed`` runs in a
         worker thread.
         """
+        return await run_async(self._embed(texts))
+
+    def _embed(self, texts: Sequence[str]) -> Flow[npt.NDArray[np.float32]]:
+        """:meth:`embed` and :meth:`aembed`, written once: the misses (deduplicated) go
+        to the inner embedder in one batch."""
         items = [_capped(text) for text in texts]
         found, missing = self._recall(items)
-        if missing or not items:
-            twin = getattr(self.inner, "aembed", None)
-            batch = missing if items else []
-            if twin is not None and inspect.iscoroutinefunction(twin):
-                fresh = await twin(batch)
-            else:
-                fresh = await asyncio.to_thread(self.inner.embed, batch)
-            if not items:
-                return np.asarray(fresh, dtype=np.float32)
-            self._remember(missing, fresh, found)
+        if not items:
+            return np.asarray((yield from _io.embed(self.inner, [])), dtype=np.float32)
+        if missing:
+            self._remember(missing, (yield from _io.embed(self.inner, missing)), found)
         return np.stack([found[text] for text in items]).astype(np.float32, copy=False)
 
     def _recall(self, items: list[str]) -> tuple[dict[str, npt.NDArray[np.float32]], list[str]]:
@@ -383,26 +375,20 @@ class FrameworkEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts`` with the model's batch method; ``(len(texts), dim)`` unit rows."""
-        items = list(texts)
-        if not items:
-            return np.zeros((0, self._dim or 0), dtype=np.float32)
-        try:
-            rows = getattr(self.model, self._sync)(items)
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        return self._rows(rows, len(items))
+        return run_sync(self._embed(texts))
 
     async def aembed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed`: the model's async batch method, else a worker thread."""
+        return await run_async(self._embed(texts))
+
+    def _embed(self, texts: Sequence[str]) -> Flow[npt.NDArray[np.float32]]:
+        """:meth:`embed` and :meth:`aembed`, written once."""
         items = list(texts)
         if not items:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        twin = getattr(self.model, self._twin, None)
         try:
-            if twin is not None and inspect.iscoroutinefunction(twin):
-                rows = await twin(items)
-            else:
-                rows = await asyncio.to_thread(getattr(self.model, self._sync), items)
+            batch = getattr(self.model, self._sync)
+            rows = yield from _io.call_twin(batch, _io.twin(self.model, self._twin), items)
         except Exception as exc:
             raise self._failed(exc) from exc
         return self._rows(rows, len(items))
@@ -428,7 +414,7 @@ class FrameworkEmbedder:
             "misses while it fails, exact repeats still hit (counted in .failures)"
         )
         if first:
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warnings.warn(message, RuntimeWarning, stacklevel=5)  # past the flow's driver
         return BackendError(message, layer="semantic")
 
 

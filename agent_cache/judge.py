@@ -32,6 +32,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from agent_cache._flow import Flow, run_async, run_sync
+from agent_cache._io import call_twin
 from agent_cache.errors import ConfigurationError
 
 __all__ = ["PROMPT", "Judge", "judge_from"]
@@ -143,29 +145,32 @@ class Judge:
 
     def ask(self, query: str, candidate: str) -> bool:
         """The verdict for the pair: True only for a "yes" (cached per pair)."""
+        return run_sync(self._ask(query, candidate))
+
+    async def aask(self, query: str, candidate: str) -> bool:
+        """Async twin of :meth:`ask` (the call runs in a worker thread)."""
+        return await run_async(self._ask(query, candidate))
+
+    def _ask(self, query: str, candidate: str) -> Flow[bool]:
+        """:meth:`ask` and :meth:`aask`, written once; only the wait for the model differs
+        (:meth:`_reply`, :meth:`_areply`)."""
         key, known = self._begin(query, candidate)
         if known is not None:
             return known
         started = time.perf_counter()
         prompt = PROMPT.format(a=query, b=candidate)
         try:
-            reply = self._executor().submit(self._call, prompt).result(timeout=self.timeout)
+            reply = yield from call_twin(self._reply, self._areply, prompt)
         except Exception:  # a timeout or a failing model: a miss, counted
             return self._failed()
         return self._settle(key, _text(reply), started)
 
-    async def aask(self, query: str, candidate: str) -> bool:
-        """Async twin of :meth:`ask` (the call runs in a worker thread)."""
-        key, known = self._begin(query, candidate)
-        if known is not None:
-            return known
-        started = time.perf_counter()
-        prompt = PROMPT.format(a=query, b=candidate)
-        try:
-            reply = await asyncio.wait_for(asyncio.to_thread(self._call, prompt), self.timeout)
-        except Exception:
-            return self._failed()
-        return self._settle(key, _text(reply), started)
+    def _reply(self, prompt: str) -> Any:
+        """The model's reply, waited for at most ``timeout`` seconds (in the judge's thread)."""
+        return self._executor().submit(self._call, prompt).result(timeout=self.timeout)
+
+    async def _areply(self, prompt: str) -> Any:
+        return await asyncio.wait_for(asyncio.to_thread(self._call, prompt), self.timeout)
 
     # ------------------------------------------------------------------ reporting
     def stats(self) -> dict[str, float]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent_cache import _fork
+from agent_cache._flow import Flow, run_async, run_sync
+from agent_cache._io import call_twin, compute
 
 __all__ = ["SingleFlight"]
 
@@ -73,6 +75,35 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+# how a waiter waits for its flight: a thread on ``done`` (nothing to set up), a task on
+# a future that :meth:`_Flight.finish` resolves through the task's own loop
+def _no_watch(flight: _Flight, lock: threading.Lock) -> asyncio.Future[None] | None:
+    return None
+
+
+async def _watch(flight: _Flight, lock: threading.Lock) -> asyncio.Future[None] | None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    with lock:
+        if flight.done.is_set():
+            fut.set_result(None)
+        else:
+            flight.waiters.append((loop, fut))
+    return fut
+
+
+def _wait(flight: _Flight, fut: asyncio.Future[None] | None, timeout: float) -> bool:
+    """Whether the flight is done, waiting at most ``timeout`` seconds for it."""
+    return flight.done.wait(timeout)
+
+
+async def _await(flight: _Flight, fut: asyncio.Future[None] | None, timeout: float) -> bool:
+    assert fut is not None
+    if not fut.done():
+        await asyncio.wait((fut,), timeout=timeout)  # never cancels ``fut``
+    return fut.done()
+
+
 class SingleFlight:
     """Deduplicates concurrent calls per key.
 
@@ -115,43 +146,33 @@ class SingleFlight:
 
     def do(self, key: str, fn: Callable[[], T]) -> tuple[T, bool]:
         """Run ``fn`` once per concurrent ``key``; returns (value, whether this call ran it)."""
-        flight, leader = self._join(key)
-        if not leader:
-            if flight.waits_for_itself(None):
-                return fn(), True
-            while not flight.done.wait(self.timeout):
-                if not flight.leader_alive():
-                    return fn(), True  # the leader is gone: degrade to our own call
-            return flight.outcome(), False
-        try:
-            flight.value = fn()
-            return flight.value, True
-        except BaseException as exc:
-            flight.error = exc
-            raise
-        finally:
-            self._leave(key, flight)
+        return run_sync(self._flow(key, fn, None, None))
 
     async def ado(self, key: str, fn: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         """Async twin of :meth:`do`; waiters are woken through their own event loop."""
         task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        return await run_async(self._flow(key, fn, task, loop))
+
+    def _flow(
+        self,
+        key: str,
+        fn: Callable[[], Any],
+        task: asyncio.Task[Any] | None,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> Flow[tuple[Any, bool]]:
+        """:meth:`do` and :meth:`ado`, written once: a thread waits on the flight's
+        event, a task on a future its own loop resolves (:func:`_watch`, :func:`_wait`)."""
         flight, leader = self._join(key, task, loop)
         if not leader:
             if flight.waits_for_itself(task):
-                return await fn(), True
-            fut: asyncio.Future[None] = loop.create_future()
-            with self._lock:
-                if flight.done.is_set():
-                    fut.set_result(None)
-                else:
-                    flight.waiters.append((loop, fut))
-            while not fut.done():
-                await asyncio.wait((fut,), timeout=self.timeout)  # never cancels ``fut``
-                if not fut.done() and not flight.leader_alive():
-                    return await fn(), True  # the leader is gone: our own call
+                return (yield from compute(fn)), True
+            watch = yield from call_twin(_no_watch, _watch, flight, self._lock)
+            while not (yield from call_twin(_wait, _await, flight, watch, self.timeout)):
+                if not flight.leader_alive():  # the leader is gone: degrade to our own call
+                    return (yield from compute(fn)), True
             return flight.outcome(), False
         try:
-            flight.value = await fn()
+            flight.value = yield from compute(fn)
             return flight.value, True
         except BaseException as exc:
             flight.error = exc
