@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from agent_cache._flow import Flow, run_async, run_sync
+from agent_cache._io import call_twin
 from agent_cache.errors import BackendError
 from agent_cache.vllm._calls import CallBuilder, Message, json_body, token_ids
 from agent_cache.vllm._dispatch import Call, Dispatcher
@@ -93,24 +95,28 @@ class Channel:
     def send(self, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Send with retries and failover; the response and the endpoint that gave it.
         A stream (``call.stream``) must be finished with :meth:`end_stream`."""
-        plan = self._tokenize_plan(call)
-        if plan is not None:
-            try:
-                resp, ep = self.dispatcher.send(self.client(), plan.call)
-                self._tokenized(plan, call, resp, ep)
-            except BackendError as exc:
-                self._tokenize_failed(exc)
-        return self.dispatcher.send(self.client(), call)
+        return run_sync(self._send(call))
 
     async def asend(self, call: Call) -> tuple[httpx.Response, Endpoint]:
         """Async twin of :meth:`send`."""
+        return await run_async(self._send(call))
+
+    def _send(self, call: Call) -> Flow[tuple[httpx.Response, Endpoint]]:
+        """:meth:`send` and :meth:`asend`, written once: the ``/tokenize`` call the plan
+        asks for (KV-event matching), then ``call``; each by the caller's client."""
         plan = self._tokenize_plan(call)
         if plan is not None:
             try:
-                resp, ep = await self.dispatcher.asend(self.async_client(), plan.call)
+                resp, ep = yield from call_twin(self._dispatch, self._adispatch, plan.call)
                 self._tokenized(plan, call, resp, ep)
             except BackendError as exc:
                 self._tokenize_failed(exc)
+        return (yield from call_twin(self._dispatch, self._adispatch, call))
+
+    def _dispatch(self, call: Call) -> tuple[httpx.Response, Endpoint]:
+        return self.dispatcher.send(self.client(), call)
+
+    async def _adispatch(self, call: Call) -> tuple[httpx.Response, Endpoint]:
         return await self.dispatcher.asend(self.async_client(), call)
 
     def _tokenize_plan(self, call: Call) -> TokenizePlan | None:

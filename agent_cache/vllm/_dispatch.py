@@ -1,7 +1,9 @@
 """Sending one call: endpoint choice, retries with backoff, failover, breakers, counters.
 
-The sync and async loops share every decision (:meth:`Dispatcher._plan`,
-:meth:`Dispatcher._begin`, :meth:`Dispatcher._judge`, ...); only the HTTP I/O differs.
+:meth:`Dispatcher.send` and :meth:`Dispatcher.asend` run one flow (:meth:`Dispatcher._send`,
+see :mod:`agent_cache._flow`) that makes every decision (:meth:`Dispatcher._plan`,
+:meth:`Dispatcher._begin`, :meth:`Dispatcher._judge`, ...) and yields its HTTP I/O and its
+waits; only the driver differs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import Any, Protocol
 
 import httpx
 from tenacity import (
-    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception_type,
@@ -24,6 +25,8 @@ from tenacity import (
     stop_after_delay,
 )
 
+from agent_cache._flow import Flow, run_async, run_sync
+from agent_cache._io import call_twin, sleep, twin
 from agent_cache.errors import BackendError, ConfigurationError
 from agent_cache.vllm._endpoint import OPEN, CircuitBreaker, Endpoint
 from agent_cache.vllm._protocol import is_generation_path, is_retryable_status, usage_counts
@@ -438,25 +441,13 @@ class Dispatcher:
                 self._capacity_tokens[i] = int(cap)
                 self._sync_capacity()
 
-    def refresh(self, client: httpx.Client) -> None:
+    def _refresh(self, client: httpx.Client | httpx.AsyncClient) -> Flow[None]:
         """Read every endpoint's ``/metrics`` (load and cache size) once."""
         for ep in self.endpoints:
             text: str | None = None
             try:
-                resp = client.get(ep.url_for("metrics", root=True), timeout=self.metrics_timeout)
-                text = resp.text if resp.status_code == 200 else None
-            except httpx.HTTPError as exc:
-                log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
-            self.observe_metrics(ep, text)
-
-    async def arefresh(self, client: httpx.AsyncClient) -> None:
-        """Async twin of :meth:`refresh`."""
-        for ep in self.endpoints:
-            text: str | None = None
-            try:
-                resp = await client.get(
-                    ep.url_for("metrics", root=True), timeout=self.metrics_timeout
-                )
+                url = ep.url_for("metrics", root=True)
+                resp = yield from _client_get(client, url, self.metrics_timeout)
                 text = resp.text if resp.status_code == 200 else None
             except httpx.HTTPError as exc:
                 log.debug("metrics of %s unreadable: %r", ep.base_url, exc)
@@ -641,7 +632,7 @@ class Dispatcher:
             endpoint=names,
         )
 
-    # ------------------------------------------------------------------ sync
+    # ------------------------------------------------------------------ sending
     def _attempts(self, call: Call) -> tuple[_Attempts, float]:
         """A call's plan of endpoints and its start; no endpoint: the error."""
         state = _Attempts(self._plan(call))
@@ -687,69 +678,71 @@ class Dispatcher:
         Raises:
             BackendError: Every attempt failed, or no endpoint was available.
         """
+        return run_sync(self._send(client, call))
+
+    async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
+        """Async twin of :meth:`send`."""
+        return await run_async(self._send(client, call))
+
+    def _send(
+        self, client: httpx.Client | httpx.AsyncClient, call: Call
+    ) -> Flow[tuple[httpx.Response, Endpoint]]:
+        """:meth:`send` and :meth:`asend`, written once: tenacity decides each retry and
+        its wait, which the flow's driver sleeps (``asyncio.sleep`` under ``asend``)."""
         self.start_events()
         if self.metrics_due():
             try:
-                self.refresh(client)
+                yield from self._refresh(client)
             finally:
                 self._metrics_lock.release()
         state, started = self._attempts(call)
+        waits: list[float] = []  # what tenacity would sleep before the next attempt
         try:
-            for attempt in Retrying(**self._retrying_kwargs(state)):
+            for attempt in Retrying(sleep=waits.append, **self._retrying_kwargs(state)):
+                if waits:
+                    yield from sleep(waits.pop())
                 with attempt:
-                    return self._attempt(client, call, state, started)
+                    return (yield from self._attempt(client, call, state, started))
         except (_Retryable, _Exhausted):
             raise self._error(call, state) from state.last_error
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _attempt(
-        self, client: httpx.Client, call: Call, state: _Attempts, started: float
-    ) -> tuple[httpx.Response, Endpoint]:
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        call: Call,
+        state: _Attempts,
+        started: float,
+    ) -> Flow[tuple[httpx.Response, Endpoint]]:
         ep, request = self._prepare(client, call, state, started)
         try:
-            resp = client.send(request, stream=call.stream)
+            resp = yield from _client_send(client, request, call.stream)
         except httpx.TransportError as exc:
             raise self._unsent(state, ep, exc) from exc
         refusal = self._refusal(state, ep, call, resp)
         if refusal is not None:
-            resp.close()
+            yield from _response_close(resp)
             raise refusal
         if call.stream and resp.status_code >= 400:
-            resp.read()
+            yield from _response_read(resp)
             self._release(ep, ok=True)
         return resp, ep
 
-    # ------------------------------------------------------------------ async
-    async def asend(self, client: httpx.AsyncClient, call: Call) -> tuple[httpx.Response, Endpoint]:
-        """Async twin of :meth:`send`."""
-        self.start_events()
-        if self.metrics_due():
-            try:
-                await self.arefresh(client)
-            finally:
-                self._metrics_lock.release()
-        state, started = self._attempts(call)
-        try:
-            async for attempt in AsyncRetrying(**self._retrying_kwargs(state)):
-                with attempt:
-                    return await self._aattempt(client, call, state, started)
-        except (_Retryable, _Exhausted):
-            raise self._error(call, state) from state.last_error
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _aattempt(
-        self, client: httpx.AsyncClient, call: Call, state: _Attempts, started: float
-    ) -> tuple[httpx.Response, Endpoint]:
-        ep, request = self._prepare(client, call, state, started)
-        try:
-            resp = await client.send(request, stream=call.stream)
-        except httpx.TransportError as exc:
-            raise self._unsent(state, ep, exc) from exc
-        refusal = self._refusal(state, ep, call, resp)
-        if refusal is not None:
-            await resp.aclose()
-            raise refusal
-        if call.stream and resp.status_code >= 400:
-            await resp.aread()
-            self._release(ep, ok=True)
-        return resp, ep
+# the HTTP steps of a flow: a sync client's and response's methods, or under the async
+# driver the coroutines of an ``AsyncClient`` (whose ``send``/``get`` are coroutines) and
+# of its responses (``aclose``, ``aread``)
+def _client_send(client: Any, request: httpx.Request, stream: bool) -> Flow[httpx.Response]:
+    return call_twin(client.send, twin(client, "send"), request, stream=stream)
+
+
+def _client_get(client: Any, url: str, timeout: float) -> Flow[httpx.Response]:
+    return call_twin(client.get, twin(client, "get"), url, timeout=timeout)
+
+
+def _response_close(resp: httpx.Response) -> Flow[None]:
+    return call_twin(resp.close, resp.aclose)
+
+
+def _response_read(resp: httpx.Response) -> Flow[bytes]:
+    return call_twin(resp.read, resp.aread)
