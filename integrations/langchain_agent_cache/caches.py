@@ -10,6 +10,7 @@ import itertools
 import logging
 import os
 from collections.abc import (
+    AsyncIterable,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -20,7 +21,7 @@ from collections.abc import (
 )
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.language_models.chat_models import generate_from_stream
@@ -29,12 +30,14 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generati
 
 from agent_cache import (
     NOT_STORED,
+    AStreamed,
     CacheHit,
     CachePolicy,
     ConfigurationError,
     Fetched,
     LayeredCache,
     SerializationError,
+    Streamed,
     default_cache,
 )
 from agent_cache._names import reject_unknown
@@ -58,6 +61,8 @@ log = logging.getLogger("agent_cache.langchain")
 Sampling = Literal["cache", "skip", "n_samples"]
 _SAMPLING = ("cache", "skip", "n_samples")
 _RECORD_VERSION = 1
+_S = TypeVar("_S")
+_T = TypeVar("_T")
 #: Context key of an ``n_samples`` answer's slot (slot 0 is the unsampled entry's key).
 SAMPLE_KEY = "agent_cache_sample"
 # The slots that this context's ``lookup`` misses chose, for the ``update`` that follows
@@ -147,6 +152,29 @@ def _slotted(context: dict[str, Any] | None, slot: int) -> dict[str, Any] | None
 def _joined(chunks: list[ChatGenerationChunk]) -> list[Generation]:
     """A finished stream's generations (none for an empty stream: not stored)."""
     return list(generate_from_stream(iter(chunks)).generations) if chunks else []
+
+
+async def _achain(
+    head: Iterable[_T], stream: AsyncIterable[_S], each: Callable[[_S], _T]
+) -> AsyncIterator[_T]:
+    """``itertools.chain(head, map(each, stream))`` over an async ``stream``: the one
+    async loop of :meth:`AgentCache.astream_result` (what it yields is decided by the
+    sync helpers its sync twin uses)."""
+    for item in head:
+        yield item
+    async for got in stream:
+        yield each(got)
+
+
+def _alisted(
+    compute: Callable[[], Awaitable[Sequence[Generation]]],
+) -> Callable[[], Awaitable[list[Generation]]]:
+    """``compute``'s generations as a list (what the core stores), on the async path."""
+
+    async def listed() -> list[Generation]:
+        return list(await compute())
+
+    return listed
 
 
 def _tokens(generations: Sequence[Generation]) -> dict[str, int] | None:
@@ -318,23 +346,20 @@ class AgentCache(BaseCache):
     def lookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
         """Like :meth:`lookup`, with the :class:`~agent_cache.CacheHit` (layer, score)."""
         plan = self._plan(prompt, llm_string)
-        if plan.mode == "skip":
-            return None
-        return self._looked_up(prompt, llm_string, plan, self.layered.lookup(**plan.key(self)))
+        hit = None if plan.mode == "skip" else self.layered.lookup(**plan.key(self))
+        return self._looked_up(prompt, llm_string, plan, hit)
 
     async def alookup_result(self, prompt: str, llm_string: str) -> CachedResult | None:
         """Async twin of :meth:`lookup_result`."""
         plan = self._plan(prompt, llm_string)
-        if plan.mode == "skip":
-            return None
-        hit = await self.layered.alookup(**plan.key(self))
+        hit = None if plan.mode == "skip" else await self.layered.alookup(**plan.key(self))
         return self._looked_up(prompt, llm_string, plan, hit)
 
     def _looked_up(
         self, prompt: str, llm_string: str, plan: _Plan, hit: CacheHit | None
     ) -> CachedResult | None:
-        """A lookup's result; an ``n_samples`` miss leaves its slot to the ``update``
-        that follows in this context."""
+        """A lookup's result (``hit``: ``None`` for a miss or a skipped sampled call); an
+        ``n_samples`` miss leaves its slot to the ``update`` that follows in this context."""
         found = self._result(hit)
         if found is None and plan.mode == "n_samples":
             missed = _MISSED_SLOTS.get()
@@ -379,12 +404,8 @@ class AgentCache(BaseCache):
         policy: CachePolicy = "use",
     ) -> FetchedResult:
         """Async twin of :meth:`fetch_result`."""
-
-        async def run() -> list[Generation]:
-            return list(await compute())
-
         fetch = self._fetch_args(prompt, llm_string, policy)
-        return self._fetched(await self.layered.afetch(compute=run, **fetch))
+        return self._fetched(await self.layered.afetch(compute=_alisted(compute), **fetch))
 
     def _fetch_args(self, prompt: str, llm_string: str, policy: CachePolicy) -> dict[str, Any]:
         """``LayeredCache.fetch``'s arguments for a request, but its ``compute``."""
@@ -431,19 +452,8 @@ class AgentCache(BaseCache):
             >>> for chunk in cache.stream_result(prompt, llm_string, start):  # doctest: +SKIP
             ...     print(chunk.text, end="")
         """
-        got = self.layered.fetch_stream(
-            **self._stream_args(prompt, llm_string, start_stream, policy)
-        )
-        if got.served:
-            yield from replay_chunks(self._served(got)[0])
-            return
-        first = True
-        try:
-            for chunk in got:
-                yield self._streamed(chunk, got.coalesced, first)
-                first = False
-        finally:  # a consumer that stops early leaves the stream to the others
-            got.close()
+        with self._fetch_stream(prompt, llm_string, start_stream, policy) as got:
+            yield from itertools.chain(self._replay(got), map(self._reading(got), got))
 
     async def astream_result(
         self,
@@ -454,19 +464,21 @@ class AgentCache(BaseCache):
         policy: CachePolicy = "use",
     ) -> AsyncIterator[ChatGenerationChunk]:
         """Async twin of :meth:`stream_result`."""
-        args = self._stream_args(prompt, llm_string, start_stream, policy)
-        got = await self.layered.afetch_stream(**args)
-        if got.served:
-            for chunk in replay_chunks(self._served(got)[0]):
+        async with await self._afetch_stream(prompt, llm_string, start_stream, policy) as got:
+            async for chunk in _achain(self._replay(got), got, self._reading(got)):
                 yield chunk
-            return
-        first = True
-        try:
-            async for chunk in got:
-                yield self._streamed(chunk, got.coalesced, first)
-                first = False
-        finally:
-            await got.aclose()
+
+    def _fetch_stream(
+        self, prompt: str, llm_string: str, start: Callable[[], Any], policy: CachePolicy
+    ) -> Streamed[Any]:
+        """The core's stream outcome for a request (closed when the reader is done: a
+        consumer that stops early leaves the stream to the others)."""
+        return self.layered.fetch_stream(**self._stream_args(prompt, llm_string, start, policy))
+
+    def _afetch_stream(
+        self, prompt: str, llm_string: str, start: Callable[[], Any], policy: CachePolicy
+    ) -> Awaitable[AStreamed[Any]]:
+        return self.layered.afetch_stream(**self._stream_args(prompt, llm_string, start, policy))
 
     def _stream_args(
         self, prompt: str, llm_string: str, start: Callable[[], Any], policy: CachePolicy
@@ -487,6 +499,17 @@ class AgentCache(BaseCache):
         if not self.mark_hits:
             return generations
         return mark_coalesced(generations) if got.hit is None else mark_hit(generations, got.hit)
+
+    def _replay(self, got: Any) -> Iterator[ChatGenerationChunk]:
+        """A served outcome's chunks (its answer replayed, marked); none for a stream to
+        read (which, served, iterates nothing)."""
+        return replay_chunks(self._served(got)[0]) if got.served else iter(())
+
+    def _reading(self, got: Any) -> Callable[[ChatGenerationChunk], ChatGenerationChunk]:
+        """This reader's copy of each chunk ``got`` streams (:meth:`_streamed`), the
+        first one marked; ``got.coalesced`` is read per chunk (known once one is read)."""
+        read = itertools.count()
+        return lambda chunk: self._streamed(chunk, got.coalesced, next(read) == 0)
 
     def _streamed(
         self, chunk: ChatGenerationChunk, coalesced: bool, first: bool

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar, cast
 
 from langchain_core.caches import BaseCache
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -95,22 +96,38 @@ class _Call:
     stop: list[str] | None
     kwargs: dict[str, Any]
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """What :class:`AgentCache` keys the call on: ``(prompt, llm_string)``."""
+        return self.prompt, self.llm_string
+
 
 class _Paid:
-    """The wrapped model's results paid for one request: the answer keeps the last one's
+    """One request's answer through the cache: ``model()`` (the wrapped model's call, or
+    its awaitable) is the fetch's compute, and the answer keeps the last paid result's
     ``llm_output`` when it was computed here."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Callable[[], Any]) -> None:
+        self.model = model
         self.results: list[ChatResult] = []
 
-    def __call__(self, result: ChatResult) -> list[ChatGeneration]:
+    def fetched(self, cache: AgentCache, call: _Call, policy: CachePolicy) -> ChatResult:
+        return self._result(cache.fetch_result(*call.key, self._paid, policy=policy))
+
+    async def afetched(self, cache: AgentCache, call: _Call, policy: CachePolicy) -> ChatResult:
+        return self._result(await cache.afetch_result(*call.key, self._apaid, policy=policy))
+
+    def _paid(self) -> list[ChatGeneration]:
+        return self._kept(self.model())
+
+    async def _apaid(self) -> list[ChatGeneration]:
+        return self._kept(await self.model())
+
+    def _kept(self, result: ChatResult) -> list[ChatGeneration]:
         self.results.append(result)
         return result.generations
 
-    async def awaited(self, result: Awaitable[ChatResult]) -> list[ChatGeneration]:
-        return self(await result)
-
-    def result(self, got: FetchedResult) -> ChatResult:
+    def _result(self, got: FetchedResult) -> ChatResult:
         llm_output = self.results[-1].llm_output if got.computed and self.results else None
         return ChatResult(generations=got.generations, llm_output=llm_output)  # type: ignore[arg-type]
 
@@ -334,25 +351,30 @@ class CachedChatModel(BaseChatModel):
     def _model_stream(
         self, messages: list[BaseMessage], call: _Call
     ) -> Iterator[ChatGenerationChunk]:
-        if type(self.llm)._stream is BaseChatModel._stream:  # cannot stream: one whole answer
-            for gen in self._model(messages, call).generations[:1]:
-                yield from _as_chunks(gen.message)
-            return
-        for chunk in self.llm._stream(messages, stop=call.stop, **call.kwargs):
-            yield from _as_chunks(chunk.message)
+        for item in self._stream_items(messages, call):
+            yield from _parts(item)
 
     async def _amodel_stream(
         self, messages: list[BaseMessage], call: _Call
     ) -> AsyncIterator[ChatGenerationChunk]:
+        async for item in self._astream_items(messages, call):
+            for part in _parts(item):
+                yield part
+
+    def _stream_items(self, messages: list[BaseMessage], call: _Call) -> Iterable[_Item]:
+        """What the wrapped model streams (:func:`_parts` makes the wrapper's chunks of
+        each): its ``_stream``'s chunks, or the whole answer of a model that cannot."""
+        if type(self.llm)._stream is BaseChatModel._stream:
+            return [self._model(messages, call)]
+        return self.llm._stream(messages, stop=call.stop, **call.kwargs)
+
+    def _astream_items(self, messages: list[BaseMessage], call: _Call) -> AsyncIterator[_Item]:
+        """:meth:`_stream_items` of the async path: ``_astream`` (LangChain's default runs
+        ``_stream`` in a thread), the whole answer when neither is implemented."""
         kind = type(self.llm)
         if kind._astream is BaseChatModel._astream and kind._stream is BaseChatModel._stream:
-            for gen in (await self._amodel(messages, call)).generations[:1]:
-                for part in _as_chunks(gen.message):
-                    yield part
-            return
-        async for chunk in self.llm._astream(messages, stop=call.stop, **call.kwargs):
-            for part in _as_chunks(chunk.message):
-                yield part
+            return _once(self._amodel(messages, call))
+        return self.llm._astream(messages, stop=call.stop, **call.kwargs)
 
     # ------------------------------------------------------------------ generate
     def _request(
@@ -372,11 +394,8 @@ class CachedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         call, cache, policy = self._request(messages, stop, kwargs)
-        if cache is None:
-            return self._model(messages, call)
-        paid = _Paid()
-        compute = lambda: paid(self._model(messages, call))  # noqa: E731
-        return paid.result(cache.fetch_result(call.prompt, call.llm_string, compute, policy=policy))
+        model = functools.partial(self._model, messages, call)
+        return model() if cache is None else _Paid(model).fetched(cache, call, policy)
 
     async def _agenerate(
         self,
@@ -386,12 +405,8 @@ class CachedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         call, cache, policy = self._request(messages, stop, kwargs)
-        if cache is None:
-            return await self._amodel(messages, call)
-        paid = _Paid()
-        compute = lambda: paid.awaited(self._amodel(messages, call))  # noqa: E731
-        got = await cache.afetch_result(call.prompt, call.llm_string, compute, policy=policy)
-        return paid.result(got)
+        model = functools.partial(self._amodel, messages, call)
+        return await (model() if cache is None else _Paid(model).afetched(cache, call, policy))
 
     # ------------------------------------------------------------------ stream
     def _stream(
@@ -401,13 +416,7 @@ class CachedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        call, cache, policy = self._request(messages, stop, kwargs)
-        model = functools.partial(self._model_stream, messages, call)
-        yield from (
-            model()
-            if cache is None
-            else cache.stream_result(call.prompt, call.llm_string, model, policy=policy)
-        )
+        yield from self._streaming(messages, stop, kwargs)
 
     async def _astream(
         self,
@@ -416,15 +425,24 @@ class CachedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        async for chunk in self._astreaming(messages, stop, kwargs):
+            yield chunk
+
+    def _streaming(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> Iterator[ChatGenerationChunk]:
+        """A streamed request's chunks, not started yet: the wrapped model's own stream
+        (the cache off or bypassed), or the cache's (:meth:`AgentCache.stream_result`)."""
+        call, cache, policy = self._request(messages, stop, kwargs)
+        model = functools.partial(self._model_stream, messages, call)
+        return model() if cache is None else cache.stream_result(*call.key, model, policy=policy)
+
+    def _astreaming(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> AsyncIterator[ChatGenerationChunk]:
         call, cache, policy = self._request(messages, stop, kwargs)
         model = functools.partial(self._amodel_stream, messages, call)
-        stream = (
-            model()
-            if cache is None
-            else cache.astream_result(call.prompt, call.llm_string, model, policy=policy)
-        )
-        async for chunk in stream:
-            yield chunk
+        return model() if cache is None else cache.astream_result(*call.key, model, policy=policy)
 
     # ------------------------------------------------------------------ tools, structure
     def bind_tools(
@@ -473,6 +491,23 @@ def _init_chat_model(spec: str) -> BaseChatModel:
             "langchain); or pass a chat model object"
         ) from exc
     return init_chat_model(spec)
+
+
+#: One item of the wrapped model's stream: a chunk, or a model's whole answer.
+_Item: TypeAlias = ChatGenerationChunk | ChatResult
+
+
+def _parts(item: _Item) -> Iterator[ChatGenerationChunk]:
+    """The wrapper's chunks of one item the wrapped model streamed: a streamed chunk's
+    (:func:`_as_chunks`), or the first generation of a whole answer split."""
+    if isinstance(item, ChatResult):
+        return itertools.chain.from_iterable(_as_chunks(g.message) for g in item.generations[:1])
+    return _as_chunks(item.message)
+
+
+async def _once(answer: Awaitable[ChatResult]) -> AsyncIterator[ChatResult]:
+    """A whole answer, awaited, as a stream of one item."""
+    yield await answer
 
 
 def _as_chunks(message: BaseMessage) -> Iterator[ChatGenerationChunk]:

@@ -134,17 +134,19 @@ class _Step:
         return decode_value(stored, self.models)
 
     def run(self, value: Any, compute: Callable[[], Any]) -> Any:
-        prompt, version = self.key(value)
-        return self.steps.run(
-            self.name, prompt, lambda _: compute(),
-            version=version, semantic=self.semantic, ttl=self.ttl,
-            encode=self.encode, decode=self.decode,
-        )  # fmt: skip
+        return self._step(self.steps.run, value, compute)()
 
     async def arun(self, value: Any, compute: Callable[[], Any]) -> Any:
+        return await self._step(self.steps.arun, value, compute)()
+
+    def _step(
+        self, cached: Callable[..., Any], value: Any, compute: Callable[[], Any]
+    ) -> Callable[[], Any]:
+        """The one call of a run: ``cached`` (``StepCache.run``, or ``arun``) for ``value``
+        around ``compute`` (the step's call, or its awaitable)."""
         prompt, version = self.key(value)
-        return await self.steps.arun(
-            self.name, prompt, lambda _: compute(),
+        return functools.partial(
+            cached, self.name, prompt, lambda _: compute(),
             version=version, semantic=self.semantic, ttl=self.ttl,
             encode=self.encode, decode=self.decode,
         )  # fmt: skip

@@ -9,6 +9,7 @@ graph state) are left out of the key.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import typing
@@ -138,18 +139,7 @@ class CachedTool(BaseTool):
         run_manager: CallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> Any:
-        inner = self.tool._run
-        call = dict(kwargs)
-        if _wants_run_manager(inner):
-            call["run_manager"] = run_manager
-        if param := _config_param(inner):
-            call[param] = config
-
-        return self.tool_cache.call(
-            self.name, self._key_args(args, kwargs), lambda **_: inner(*args, **call),
-            version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
-            encode=self._encode, decode=decode_value,
-        )  # fmt: skip
+        return self._step(self.tool_cache.call, args, kwargs, config, run_manager)()
 
     async def _arun(
         self,
@@ -158,16 +148,33 @@ class CachedTool(BaseTool):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         **kwargs: Any,
     ) -> Any:
-        uses_sync = type(self.tool)._arun is BaseTool._arun
-        checked = self.tool._run if uses_sync else self.tool._arun
+        step = self._step(self.tool_cache.acall, args, kwargs, config, run_manager, aio=True)
+        return await step()
+
+    def _step(
+        self,
+        cached: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        config: RunnableConfig,
+        run_manager: Any,
+        *,
+        aio: bool = False,
+    ) -> Callable[[], Any]:
+        """The one call of a run: ``cached`` (``ToolCache.call``, or ``acall``) around the
+        wrapped tool's ``_run`` (``_arun`` when ``aio``), given the run manager and the
+        config when its signature asks for them (``BaseTool``'s own ``_arun`` runs
+        ``_run`` in a thread: ``_run``'s signature is the one checked)."""
+        run = self.tool._arun if aio else self.tool._run
+        own_arun = aio and type(self.tool)._arun is not BaseTool._arun
+        checked = run if own_arun else self.tool._run
         call = dict(kwargs)
         if _wants_run_manager(checked):
             call["run_manager"] = run_manager
         if param := _config_param(checked):
             call[param] = config
-
-        return await self.tool_cache.acall(
-            self.name, self._key_args(args, kwargs), lambda **_: self.tool._arun(*args, **call),
+        return functools.partial(
+            cached, self.name, self._key_args(args, kwargs), lambda **_: run(*args, **call),
             version=self._version(config), ttl=self.ttl, tags=self.cache_tags,
             encode=self._encode, decode=decode_value,
         )  # fmt: skip

@@ -115,17 +115,20 @@ COMPLETE = Api(
 
 
 # ---------------------------------------------------------------------- stream helpers
+def _as_missed(response: Any) -> Any:
+    """The model's response marked as a miss (unless it already says where it came from)."""
+    response.additional_kwargs.setdefault("agent_cache", hit_info())
+    return response
+
+
 def missed_marks(stream: Iterable[Any]) -> Generator[Any, None, None]:
     """The model's responses marked as a miss, before any reader sees them."""
-    for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", hit_info())
-        yield response
+    yield from map(_as_missed, stream)
 
 
 async def amissed_marks(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
     async for response in stream:
-        response.additional_kwargs.setdefault("agent_cache", hit_info())
-        yield response
+        yield _as_missed(response)
 
 
 def _as_follower(response: Any) -> Any:
@@ -134,22 +137,23 @@ def _as_follower(response: Any) -> Any:
     return response.model_copy(update={"additional_kwargs": kwargs})
 
 
+def _read(got: Any, response: Any) -> Any:
+    """This reader's copy of a response of ``got``'s stream: the starter's own, a
+    follower's marked (``got.computed`` is known once a response has been read)."""
+    return response if got.computed else _as_follower(response)
+
+
 def followed(got: Any) -> Generator[Any, None, None]:
     """This reader's responses (a consumer that stops early leaves the stream to the
     others, or closes it when it was the last)."""
-    try:
-        for response in got:
-            yield response if got.computed else _as_follower(response)
-    finally:
-        got.close()
+    with got:
+        yield from (_read(got, response) for response in got)
 
 
 async def afollowed(got: Any) -> AsyncGenerator[Any, None]:
-    try:
+    async with got:
         async for response in got:
-            yield response if got.computed else _as_follower(response)
-    finally:
-        await got.aclose()
+            yield _read(got, response)
 
 
 def reported(total: int | None, prompt: int | None) -> dict[str, int] | int | None:

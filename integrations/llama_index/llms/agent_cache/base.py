@@ -7,9 +7,8 @@ each way: a :class:`._path.Request`'s ``whole`` or ``streamed`` body, over the A
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from llama_index.core.base.llms.types import (
@@ -90,6 +89,26 @@ def _named(run: Callable[..., Any], method: F) -> F:
     run.__qualname__ = f"CachedLLM.{method.__name__}"
     run.__doc__ = f"``LLM.{method.__name__}``, remembering which template argument is the question."
     return cast(F, run)
+
+
+class _Hint:
+    """The question in a template call's arguments, as :data:`HINT` inside (``with``, or
+    ``async with`` beside an async scope such as :func:`_structured.adeferring`)."""
+
+    def __init__(self, extractor: QuestionExtractor, args: Mapping[str, Any]) -> None:
+        self.extractor, self.args = extractor, args
+
+    def __enter__(self) -> None:
+        self.token = HINT.set(self.extractor.question_from_args(self.args))
+
+    def __exit__(self, *exc: object) -> None:
+        HINT.reset(self.token)
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
 
 
 class CachedLLM(FunctionCallingLLM):
@@ -261,9 +280,8 @@ class CachedLLM(FunctionCallingLLM):
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
         """Async twin of :meth:`stream_chat`."""
-        stream: ChatResponseAsyncGen = await adrive(
-            Request(self, CHAT, messages, kwargs, ASYNC).streamed()
-        )
+        request = Request(self, CHAT, messages, kwargs, ASYNC)
+        stream: ChatResponseAsyncGen = await adrive(request.streamed())
         return stream
 
     @dispatcher.span
@@ -294,22 +312,14 @@ class CachedLLM(FunctionCallingLLM):
         self, prompt: str, formatted: bool = False, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async twin of :meth:`stream_complete`."""
-        kw = {"formatted": formatted, **kwargs}
-        stream: CompletionResponseAsyncGen = await adrive(
-            Request(self, COMPLETE, prompt, kw, ASYNC).streamed()
-        )
+        request = Request(self, COMPLETE, prompt, {"formatted": formatted, **kwargs}, ASYNC)
+        stream: CompletionResponseAsyncGen = await adrive(request.streamed())
         return stream
 
     # ------------------------------------------------------------------ template hints
     # ``LLM``'s predict/stream entry points, each remembering the question (:func:`_hinted`)
-    @contextlib.contextmanager
-    def _hint(self, prompt: BasePromptTemplate, prompt_args: Mapping[str, Any]) -> Iterator[None]:
-        args = {**(getattr(prompt, "kwargs", None) or {}), **prompt_args}
-        token = HINT.set(self._extractor.question_from_args(args))
-        try:
-            yield
-        finally:
-            HINT.reset(token)
+    def _hint(self, prompt: BasePromptTemplate, prompt_args: Mapping[str, Any]) -> _Hint:
+        return _Hint(self._extractor, {**(getattr(prompt, "kwargs", None) or {}), **prompt_args})
 
     predict = _hinted(LLM.predict)
     apredict = _hinted(LLM.apredict)
@@ -328,10 +338,8 @@ class CachedLLM(FunctionCallingLLM):
         parsed it, and a cached answer that fails the parse is evicted (reported to
         ``cache.feedback`` as wrong), so the next call asks the model again."""
         with _structured.deferring(self._cache), self._hint(prompt, prompt_args):
-            parsed: Model = super().structured_predict(
-                output_cls, prompt, llm_kwargs, **prompt_args
-            )
-        return parsed
+            parsed = super().structured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
+            return cast(Model, parsed)
 
     async def astructured_predict(
         self,
@@ -341,12 +349,9 @@ class CachedLLM(FunctionCallingLLM):
         **prompt_args: Any,
     ) -> Model:
         """Async twin of :meth:`structured_predict`."""
-        async with _structured.adeferring(self._cache):
-            with self._hint(prompt, prompt_args):
-                parsed: Model = await super().astructured_predict(
-                    output_cls, prompt, llm_kwargs, **prompt_args
-                )
-        return parsed
+        async with _structured.adeferring(self._cache), self._hint(prompt, prompt_args):
+            parsed = super().astructured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
+            return cast(Model, await parsed)
 
     # ------------------------------------------------------------------ function calling
     def _function_llm(self) -> FunctionCallingLLM:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.base.llms.types import ContentBlock, TextBlock
 from llama_index.core.bridge.pydantic import TypeAdapter
@@ -126,40 +127,42 @@ class CachedTool(AsyncBaseTool):
         )
 
     def _call_tool(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ToolOutput:
-        tool = self._tool
-        if isinstance(tool, AsyncBaseTool):
-            return tool.call(*args, **kwargs)
-        return tool(*args, **kwargs)
+        call = self._tool.call if isinstance(self._tool, AsyncBaseTool) else self._tool
+        return call(*args, **kwargs)
 
     async def _acall_tool(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ToolOutput:
-        tool = self._tool
-        if isinstance(tool, AsyncBaseTool):
-            return await tool.acall(*args, **kwargs)
-        return await asyncio.to_thread(tool, *args, **kwargs)
+        if isinstance(self._tool, AsyncBaseTool):
+            return await self._tool.acall(*args, **kwargs)
+        return await asyncio.to_thread(self._tool, *args, **kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Run the tool, or return the result stored for the same arguments."""
-        named = self._key_args(args, kwargs)
-        if named is None:
-            return self._call_tool(args, kwargs)
-        output: ToolOutput = self.tool_cache.call(
-            self.metadata.get_name(), named, lambda **_: self._call_tool(args, kwargs),
-            version=self.version, ttl=self.ttl, tags=self.tags,
-            encode=_encode, decode=lambda payload: self._output(payload, args, kwargs),
-        )  # fmt: skip
-        return output
+        run = functools.partial(self._call_tool, args, kwargs)
+        return cast(ToolOutput, self._step(self.tool_cache.call, run, args, kwargs)())
 
     async def acall(self, *args: Any, **kwargs: Any) -> ToolOutput:
         """Async twin of :meth:`call` (uses the wrapped tool's own ``acall``)."""
+        run = functools.partial(self._acall_tool, args, kwargs)
+        return cast(ToolOutput, await self._step(self.tool_cache.acall, run, args, kwargs)())
+
+    def _step(
+        self,
+        cached: Callable[..., Any],
+        run: Callable[[], Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Callable[[], Any]:
+        """A call's one step: ``cached`` (``ToolCache.call``, or ``acall``) around ``run``
+        (the wrapped tool's call, or its awaitable), or ``run`` itself when the arguments
+        have no JSON form (the call bypasses the cache)."""
         named = self._key_args(args, kwargs)
         if named is None:
-            return await self._acall_tool(args, kwargs)
-        output: ToolOutput = await self.tool_cache.acall(
-            self.metadata.get_name(), named, lambda **_: self._acall_tool(args, kwargs),
+            return run
+        return functools.partial(
+            cached, self.metadata.get_name(), named, lambda **_: run(),
             version=self.version, ttl=self.ttl, tags=self.tags,
             encode=_encode, decode=lambda payload: self._output(payload, args, kwargs),
         )  # fmt: skip
-        return output
 
 
 def cache_tool(
