@@ -160,7 +160,10 @@ class Calls:
         return self._writer.invalidate_flow(tag_list, namespace, batch_size, pause)
 
     def bump(self, namespace: str) -> Flow[int]:
-        return io.kv_incr(self._b.kv, rq.version_counter(rq.check_name(namespace)))
+        ns = rq.check_name(namespace)
+        version = yield from io.kv_incr(self._b.kv, rq.version_counter(ns))
+        self._reader.saw_version(ns, version)  # this cache's next reads and writes key on it
+        return version
 
     def clear(self, namespace: str | None) -> Flow[Any]:
         ns = rq.check_name(namespace, allow_none=True)

@@ -45,6 +45,7 @@ __all__ = [
     "kv_incr",
     "kv_keys_for_tag",
     "kv_set",
+    "kv_set_guessed",
     "lease_acquire",
     "lease_release",
     "rerank",
@@ -126,6 +127,27 @@ def kv_set(kv: KVStore, key: str, record: str, write: Mapping[str, Any]) -> Flow
     """``kv.set(key, record, **write)`` (``namespace``, ``expires_at``, ``tags``, ``now``
     and, for a joint SQLite write, ``vector`` and ``vector_meta``)."""
     yield Op(kv.set, (key, record), write, twin(kv, "aset"))
+
+
+def kv_set_guessed(
+    kv: KVStore, counter: str, guess: int, key: str, record: str, write: Mapping[str, Any]
+) -> Flow[int]:
+    """The counter's value, and ``kv_set(kv, key, record, write)`` done if it equals
+    ``guess`` (``key`` is the key at that version): one round trip on a store with
+    ``set_versioned`` (Redis checks and writes in one script), else ``get_counter``
+    then ``set`` only when the guess was right."""
+    if callable(getattr(kv, "set_versioned", None)):
+        version = yield Op(
+            kv.set_versioned,  # type: ignore[attr-defined]
+            (counter, guess, key, record),
+            write,
+            twin(kv, "aset_versioned"),
+        )
+        return cast(int, version)
+    version = yield from kv_get_counter(kv, counter)
+    if version == guess:
+        yield from kv_set(kv, key, record, write)
+    return version
 
 
 def kv_delete(kv: KVStore, keys: Sequence[str]) -> Flow[int]:

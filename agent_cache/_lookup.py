@@ -66,6 +66,17 @@ class Reader:
         self._mismatch_warned = False
         self._versions: dict[str, int] = {}  # namespace -> the version read last
 
+    def version_guess(self, namespace: str) -> int:
+        """The namespace's version as this cache last read it (0 before any read): what
+        a lookup or a store keys on first, checked in the same round trip."""
+        return self._versions.get(namespace, 0)
+
+    def saw_version(self, namespace: str, version: int) -> None:
+        """Remember ``namespace``'s version as read (a bounded map: cleared when full)."""
+        if len(self._versions) >= _MAX_VERSIONS:
+            self._versions.clear()
+        self._versions[namespace] = version
+
     def vector_scope(self, keys: rq.Keys, vector: Any) -> str:
         """The scope ``vector`` (made by this cache's embedder) is stored and searched
         under: the entry scope and the embedder's identity and dimension, so a model never
@@ -160,16 +171,14 @@ class Reader:
     def _exact_flow(self, req: rq.Request, now: float) -> Flow[tuple[rq.Keys, str | None]]:
         """The namespace's version and the exact key's value at it: one round trip when
         the version is the one this reader saw last (a bump since: a second read)."""
-        guess = self._versions.get(req.namespace, 0)
+        guess = self.version_guess(req.namespace)
         guessed = rq.keys_for(req, guess)
         counter = rq.version_counter(req.namespace)
         version, raw = yield from io.kv_get_guessed(
             self._b.kv, counter, guess, guessed.primary, now
         )
         if version != guess:
-            if len(self._versions) >= _MAX_VERSIONS:
-                self._versions.clear()
-            self._versions[req.namespace] = version
+            self.saw_version(req.namespace, version)
             keys = rq.keys_for(req, version)
             raw = yield from io.kv_get(self._b.kv, keys.primary, now)
             return keys, raw

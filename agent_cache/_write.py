@@ -91,26 +91,27 @@ class Writer:
     ) -> Flow[str]:
         """One store, as :meth:`LayeredCache.store` describes it; returns the key.
 
-        The key returned is the one the answer is (or, skipped or failed, would have
-        been) written under, at the namespace's current version; only a store that
-        cannot read that version returns the version-0 key."""
+        The key returned is the one the answer is (or, skipped, would have been) written
+        under, at the namespace's current version; a failed store returns the key at the
+        version this cache last read."""
         tag_list = rq.check_tags(tags)
         admitted = self.admit(response, tag_list, ttl, req.namespace, exact=exact)
-        keys = None
+        guess = self._reader.version_guess(req.namespace)
+        keys = rq.keys_for(req, guess)
         try:
             with tracing.span("store", namespace=req.namespace):
-                version = yield from io.kv_get_counter(
-                    self._b.kv, rq.version_counter(req.namespace)
-                )
-                keys = rq.keys_for(req, version)
                 if not admitted:
-                    return keys.primary
-                yield from self._write_flow(req, keys, response, ttl, tag_list, tokens)
+                    version = yield from io.kv_get_counter(
+                        self._b.kv, rq.version_counter(req.namespace)
+                    )
+                    self._reader.saw_version(req.namespace, version)
+                    return rq.keys_for(req, version).primary
+                keys = yield from self._write_flow(req, guess, response, ttl, tag_list, tokens)
         except (ConfigurationError, SerializationError):
             raise
         except Exception as exc:
             self._failed(exc, "store")
-            return (keys or rq.keys_for(req, 0)).primary
+            return keys.primary
         self._stats.incr(Count.STORES, namespace=req.namespace)
         return keys.primary
 
@@ -152,38 +153,54 @@ class Writer:
     def _write_flow(
         self,
         req: rq.Request,
-        keys: rq.Keys,
+        guess: int,
         response: Any,
         ttl: float | None,
         tags: Sequence[str],
         tokens: int | Mapping[str, Any] | Usage | None,
-    ) -> Flow[None]:
+    ) -> Flow[rq.Keys]:
+        """Write the entry at version ``guess`` (the one this cache last saw), checked
+        against the namespace's version in the same round trip; a version bumped since:
+        written once more at the version read. Returns the keys written."""
         now = self._s.clock()
         kv = self._b.kv
-        record, expires = self._entry(req, keys, response, usage_from(tokens), ttl, now)
+        usage = usage_from(tokens)
         embedded = self._reader.semantic_on(req)
         joint = embedded and self._b.joint
-        write: dict[str, Any] = {
-            "namespace": req.namespace,
-            "expires_at": expires,
-            "tags": tuple(tags),
-            "now": now,
-        }
+        vector: Any = None
         if joint:  # embed first: the entry and its vector are written in one transaction
             try:
-                vectors = yield from io.embed(self._b.embedder, [req.prompt])
+                vector = (yield from io.embed(self._b.embedder, [req.prompt]))[0]
             except Exception as exc:  # no vector: the exact entry is written all the same
                 self._failed(exc, "embedding")
-            else:
-                write["vector"] = vectors[0]
-                write["vector_meta"] = self._vector_meta(req, keys, vectors[0], now, expires)
-        yield from io.kv_set(kv, keys.primary, record, write)
+        counter = rq.version_counter(req.namespace)
+        keys = rq.keys_for(req, guess)
+        for attempt in range(2):
+            record, expires = self._entry(req, keys, response, usage, ttl, now)
+            write: dict[str, Any] = {
+                "namespace": req.namespace,
+                "expires_at": expires,
+                "tags": tuple(tags),
+                "now": now,
+            }
+            if vector is not None:
+                write["vector"] = vector
+                write["vector_meta"] = self._vector_meta(req, keys, vector, now, expires)
+            if attempt:  # the second try, at the version just read: written unchecked
+                yield from io.kv_set(kv, keys.primary, record, write)
+                break
+            version = yield from io.kv_set_guessed(kv, counter, guess, keys.primary, record, write)
+            if version == guess:
+                break
+            self._reader.saw_version(req.namespace, version)
+            keys = rq.keys_for(req, version)
         if embedded and not joint:
             vectors = yield from io.embed(self._b.embedder, [req.prompt])
             meta = self._vector_meta(req, keys, vectors[0], now, expires)
             yield from io.vector_add(self._b.vectors, [keys.primary], vectors[:1], [meta])
         yield from self._after_write_flow(req.namespace, now)
         yield from self._trust.judge_flow(keys.exact, response)
+        return keys
 
     def store_many_flow(
         self,

@@ -185,12 +185,46 @@ class RedisStore:
         A record already expired at ``now`` is not written, and any earlier record under
         ``key`` is deleted, so the key reads as absent afterwards.
         """
+        self._set(key, value, namespace, expires_at, tags, now, None)
+
+    def set_versioned(
+        self,
+        counter: str,
+        version: int,
+        key: str,
+        value: str,
+        *,
+        namespace: str,
+        expires_at: float | None,
+        tags: Sequence[str] = (),
+        now: float,
+    ) -> int:
+        """:meth:`set`, only if ``get_counter(counter)`` is ``version``; returns the
+        counter's value (written iff it equals ``version``). One round trip, atomically:
+        what a store writes first, its key built on the namespace version it last saw, so
+        a version bumped elsewhere never receives an entry keyed on the old one."""
+        seen = self._set(key, value, namespace, expires_at, tags, now, (counter, version))
+        return self.get_counter(counter) if seen is None else seen
+
+    def _set(
+        self,
+        key: str,
+        value: str,
+        namespace: str,
+        expires_at: float | None,
+        tags: Sequence[str],
+        now: float,
+        check: tuple[str, int] | None,
+    ) -> int | None:
+        """The one body of :meth:`set` and :meth:`set_versioned`: the counter's value
+        when ``check`` is given and the record was written or refused by the script, or
+        ``None`` (no check, or a record already expired: deleted, nothing checked)."""
         ttl_ms: int | None = None
         if expires_at is not None:
             remaining = expires_at - now
             if remaining <= 0:
                 self.delete([key])
-                return
+                return None
             ttl_ms = max(1, math.ceil(remaining * 1000)) + _GRACE_MS
         new_tags = list(dict.fromkeys(tags))
         expected = {
@@ -203,25 +237,45 @@ class RedisStore:
             self._w(namespace): "zset",
         }
         expected.update((self._t(namespace, t), "set") for t in new_tags)
+        if check is not None:
+            expected[self._c(check[0])] = "string"
+        args = [
+            self._prefix,
+            key,
+            value,
+            namespace,
+            "" if expires_at is None else repr(float(expires_at)),
+            "" if ttl_ms is None else str(ttl_ms),
+            repr(float(now)),
+            "" if check is None else self._c(check[0]),
+            "" if check is None else str(int(check[1])),
+            *new_tags,
+        ]
         with self._errors("set", key):
-            self._repairing(
-                lambda: self._set_once(key, value, namespace, expires_at, ttl_ms, new_tags, now),
-                expected,
-            )
+            seen = int(self._repairing(lambda: self._script()(args=args), expected))
+        return None if check is None else seen
 
     #: The whole of :meth:`set` in one round trip, atomically: read the key's old tags
     #: and namespace, drop the index rows that no longer apply, write the record, its
     #: tags and the indexes. ARGV: prefix, key, value, namespace, expires_at ("" for
-    #: none), PX ms (""), now, tags... Key names are built as ``_t``/``_w`` build them
-    #: (``len`` = the namespace's length in characters: UTF-8 lead bytes counted).
+    #: none), PX ms (""), now, counter key ("" for none), version, tags... With a counter
+    #: key, nothing is written unless the counter reads ``version`` (absent reads 0);
+    #: the counter's value is returned (-1 without one). Key names are built as
+    #: ``_t``/``_w`` build them (``len`` = the namespace's length in characters: UTF-8
+    #: lead bytes counted).
     _SET = r"""
 local p, key, value, ns, x, ttl, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local seen = -1
+if ARGV[8] ~= '' then
+  seen = tonumber(redis.call('get', ARGV[8]) or '0')
+  if seen ~= tonumber(ARGV[9]) then return seen end
+end
 local function chars(s) local _, n = string.gsub(s, '[^\128-\191]', '') return n end
 local function tkey(n, tag) return p .. 't:' .. chars(n) .. ':' .. n .. ':' .. tag end
 local function wkey(n) return p .. 'w:' .. chars(n) .. ':' .. n end
 local e, kt = p .. 'e:' .. key, p .. 'kt:' .. key
 local tags, new = {}, {}
-for i = 8, #ARGV do tags[#tags + 1] = ARGV[i]; new[ARGV[i]] = true end
+for i = 10, #ARGV do tags[#tags + 1] = ARGV[i]; new[ARGV[i]] = true end
 local old_tags = redis.call('smembers', kt)
 local old_ns = redis.call('hget', e, 'n')
 local moved = old_ns and old_ns ~= ns
@@ -252,35 +306,16 @@ redis.call('sadd', p .. 'ns:' .. ns, key)
 redis.call('zadd', wkey(ns), now, key)
 redis.call('sadd', p .. 'namespaces', ns)
 if x ~= '' then redis.call('zadd', p .. 'x', x, key) else redis.call('zrem', p .. 'x', key) end
-return 1
+return seen
 """
 
-    def _set_once(
-        self,
-        key: str,
-        value: str,
-        namespace: str,
-        expires_at: float | None,
-        ttl_ms: int | None,
-        new_tags: list[str],
-        now: float,
-    ) -> None:
+    def _script(self) -> Any:
+        """:attr:`_SET`, registered on the current client (again after a reconnect)."""
         client = self._redis()
         script = self._set_script
         if script is None or script.registered_client is not client:
             script = self._set_script = client.register_script(self._SET)
-        script(
-            args=[
-                self._prefix,
-                key,
-                value,
-                namespace,
-                "" if expires_at is None else repr(float(expires_at)),
-                "" if ttl_ms is None else str(ttl_ms),
-                repr(float(now)),
-                *new_tags,
-            ]
-        )
+        return script
 
     def housekeep(self, now: float, limit: int = 256) -> list[str]:
         """Delete up to ``limit`` records expired at ``now`` with their tag and

@@ -79,3 +79,26 @@ def test_a_version_bumped_elsewhere_is_seen_at_once(
     a.store("refund policy", "7 days", verbatim=True)
     hit = asyncio.run(b.alookup("refund policy", verbatim=True))
     assert hit is not None and hit.response == "7 days"
+
+
+def test_a_store_checks_the_version_in_its_one_round_trip(
+    pair: tuple[LayeredCache, LayeredCache], trips: list[int]
+) -> None:
+    a, b = pair
+    a.store("warm up", "ok", verbatim=True)  # the connection, the script, housekeeping
+    before = trips[0]
+    key = a.store("invoice 9 total", "$120", verbatim=True)
+    assert trips[0] - before == 1  # the version check and the write in one script
+    hit = b.lookup("invoice 9 total", verbatim=True)
+    assert hit is not None and hit.response == "$120" and hit.key == key
+    b.bump_version()  # a still guesses the old version
+    before = trips[0]
+    moved = a.store("invoice 9 total", "$135", verbatim=True)
+    assert trips[0] - before == 2  # refused at the old version, written at the new one
+    assert moved != key
+    hit = b.lookup("invoice 9 total", verbatim=True)
+    assert hit is not None and hit.response == "$135" and hit.key == moved
+    b.bump_version()
+    asyncio.run(a.astore("invoice 9 total", "$150", verbatim=True))
+    hit = b.lookup("invoice 9 total", verbatim=True)
+    assert hit is not None and hit.response == "$150"
