@@ -345,19 +345,23 @@ class Streams:
 
     # ------------------------------------------------------------------ entry points
     def fetch(self, plan: Plan, start: Callable[[], Any], join: Join) -> Streamed[Any]:
-        while True:
-            mark = self._ended_count(plan.flight_key)
-            got = self._open((plan, start, join), run_sync(self._served_flow(plan)), mark)
-            if got is not None:
-                return got  # type: ignore[return-value]
+        got = run_sync(self._fetch_flow((plan, start, join), Kind.SYNC))
+        return got  # type: ignore[return-value]
 
     async def afetch(self, plan: Plan, start: Callable[[], Any], join: Join) -> AStreamed[Any]:
+        got = await run_async(self._fetch_flow((plan, start, join), Kind.ASYNC))
+        return got  # type: ignore[return-value]
+
+    def _fetch_flow(self, own: Own, kind: Kind) -> Flow[Streamed[Any] | AStreamed[Any]]:
+        """The reader's outcome: served, or a stream (started or joined); looked up again
+        when a recording of the key ended (stored) while the lookup ran."""
+        plan = own[0]
         while True:
             mark = self._ended_count(plan.flight_key)
-            served = await run_async(self._served_flow(plan))
-            got = self._open((plan, start, join), served, mark, Kind.ASYNC)
+            served = yield from self._served_flow(plan)
+            got = self._open(own, served, mark, kind)
             if got is not None:
-                return got  # type: ignore[return-value]
+                return got
 
     def _served_flow(self, plan: Plan) -> Flow[tuple[bool, CacheHit | None, Any]]:
         """What the request is served without a stream: ``(True, hit, value)``, a hit

@@ -72,3 +72,85 @@ def test_no_function_over_60_lines() -> None:
         f"{len(long)} function(s) over {MAX_LINES} lines; split them into named steps:\n"
         + "\n".join(long)
     )
+
+
+# ---------------------------------------------------------------------- async twins
+#: Issue 21, item 2: a hand-written sync/async pair is at most 3 lines each over one
+#: shared body. The exceptions are the drivers, which a generator cannot share (a sync
+#: generator and an async one each loop over the same flows).
+MAX_TWIN_LINES = 3
+DRIVERS = {
+    "agent_cache/_stream.py:_Cursor.follow",
+    "integrations/llama_index/llms/agent_cache/_path.py:<module>.drive",
+}
+
+
+def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's body in lines, its docstring left out."""
+    body = fn.body
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+        body = body[1:]
+    if not body:
+        return 0
+    end = body[-1].end_lineno
+    assert end is not None
+    return end - body[0].lineno + 1
+
+
+def _twins(source: str, name: str) -> list[tuple[str, int, int]]:
+    """``(scope.sync_name, sync lines, async lines)`` of every pair ``f``/``af`` (or
+    ``_f``/``_af``) defined side by side in a module or a class, both over the limit."""
+    tree = ast.parse(source, filename=name)
+    scopes: list[ast.Module | ast.ClassDef] = [tree]
+    scopes += [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    found = []
+    for scope in scopes:
+        fns = {
+            n.name: n for n in scope.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for aname, afn in fns.items():
+            if not isinstance(afn, ast.AsyncFunctionDef):
+                continue
+            if aname.startswith("_a"):
+                sname = "_" + aname[2:]
+            elif aname.startswith("a"):
+                sname = aname[1:]
+            else:
+                continue
+            sfn = fns.get(sname)
+            if sfn is None or isinstance(sfn, ast.AsyncFunctionDef):
+                continue
+            sync, asyn = _body_lines(sfn), _body_lines(afn)
+            if min(sync, asyn) > MAX_TWIN_LINES:
+                where = scope.name if isinstance(scope, ast.ClassDef) else "<module>"
+                found.append((f"{where}.{sname}", sync, asyn))
+    return found
+
+
+def test_a_long_twin_pair_is_found() -> None:
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_TWIN_LINES + 1))
+    source = f"class C:\n    def get(self):\n{body}\n    async def aget(self):\n{body}"
+    assert _twins(source, "<twins>") == [("C.get", 4, 4)]
+    short = "".join(f"        x{i} = {i}\n" for i in range(MAX_TWIN_LINES))
+    source = f"class C:\n    def get(self):\n{body}\n    async def aget(self):\n{short}"
+    assert _twins(source, "<one short>") == []
+    flat = "".join(f"    x{i} = {i}\n" for i in range(MAX_TWIN_LINES + 1))
+    module = f'def _go():\n    """doc."""\n{flat}\nasync def _ago():\n{flat}'
+    assert _twins(module, "<module>") == [("<module>._go", 4, 4)]
+
+
+def test_every_async_twin_is_three_lines_over_one_body() -> None:
+    found = {
+        f"{path.relative_to(ROOT).as_posix()}:{name}": (sync, asyn)
+        for path in _sources()
+        for name, sync, asyn in _twins(path.read_text(encoding="utf-8"), str(path))
+    }
+    assert set(found) >= DRIVERS, f"drivers no longer twins: {sorted(DRIVERS - set(found))}"
+    long = {k: v for k, v in found.items() if k not in DRIVERS}
+    assert not long, (
+        f"{len(long)} sync/async pair(s) with both bodies over {MAX_TWIN_LINES} lines; "
+        "write the logic once (a flow, or a shared helper) and keep each twin to the one "
+        "blocking or awaited call:\n"
+        + "\n".join(f"{k} (sync {s}, async {a})" for k, (s, a) in sorted(long.items()))
+    )
