@@ -9,7 +9,7 @@ import pytest
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
-from tests.unit.test_bad_input import BadInput
+from tests.unit.core.test_bad_input import BadInput
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ The WAL must not eat the space (before: 67 entries fit, 3 MiB of WAL beside a 4 
 database, and the checkpoint that would free it could no longer grow the database), the
 cache keeps answering (hits stay hits, 0 wrong), and the failures are one warning per
 cause with a counter and a Prometheus metric. Mounting a tmpfs needs root; without it,
-``tests/unit/test_sqlite_disk_full.py`` runs the same policy on a simulated small disk.
+``tests/unit/core/test_sqlite_disk_full.py`` runs the same policy on a simulated small disk.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DISK = 3 * 1024 * 1024
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (tests/unit/test_sqlite_disk_full.py runs)")
+        pytest.skip("mounting a tmpfs needs root (tests/unit/core/test_sqlite_disk_full.py runs)")
     mount = tmp_path / "disk"
     mount.mkdir()
     done = subprocess.run(

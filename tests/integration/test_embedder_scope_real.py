@@ -1,5 +1,5 @@
 """The embedder is part of the semantic scope on Redis (exact layer) + a Chroma server
-(vectors): the cases of ``tests/unit/test_embedder_scope.py`` on one shared deployment,
+(vectors): the cases of ``tests/unit/core/test_embedder_scope.py`` on one shared deployment,
 and what a second embedder of another dimension gets from one Chroma collection."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from agent_cache import LayeredCache
 from agent_cache.protocols import Embedder
 from agent_cache.testing import HashEmbedder
-from tests.unit.test_embedder_scope import (  # collected here too, on this fixture
+from tests.unit.core.test_embedder_scope import (  # collected here too, on this fixture
     PARA,
     PARA2,
     Q2,

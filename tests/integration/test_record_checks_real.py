@@ -1,4 +1,4 @@
-"""The record checks of ``tests/unit/test_record_checks.py`` on Redis + a Chroma server."""
+"""The record checks of ``tests/unit/core/test_record_checks.py`` on Redis + a Chroma server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
-from tests.unit.test_record_checks import Make, RecordChecks
+from tests.unit.core.test_record_checks import Make, RecordChecks
 
 pytestmark = pytest.mark.integration
 

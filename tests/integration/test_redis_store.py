@@ -12,7 +12,7 @@ import redis
 
 from agent_cache.errors import BackendError
 from agent_cache.stores import RedisStore
-from tests.unit.test_store_conformance import StoreConformance
+from tests.unit.core.test_store_conformance import StoreConformance
 
 pytestmark = pytest.mark.integration
 

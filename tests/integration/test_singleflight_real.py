@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_cross_process_singleflight import run_herd
+from tests.unit.core.test_cross_process_singleflight import run_herd
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_slow_leader import run_slow_leader
+from tests.unit.core.test_slow_leader import run_slow_leader
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """The full first-open stress run: 16 processes x 20 new paths, then caches on new folders.
 
 The harness (long-lived workers released together on each new path) lives in
-``tests/unit/test_sqlite_open_race.py``, which runs a few rounds of it; this runs the
+``tests/unit/core/test_sqlite_open_race.py``, which runs a few rounds of it; this runs the
 full count (issue 17, point 4: ``database is locked`` from ``PRAGMA journal_mode = WAL``).
 """
 
@@ -20,7 +20,7 @@ from agent_cache.stores import SQLiteStore
 
 
 def _harness() -> ModuleType:
-    source = Path(__file__).resolve().parents[1] / "unit" / "test_sqlite_open_race.py"
+    source = Path(__file__).resolve().parents[1] / "unit" / "core" / "test_sqlite_open_race.py"
     spec = importlib.util.spec_from_file_location("_sqlite_open_race_harness", source)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -12,7 +12,7 @@ import pytest
 from agent_cache import LayeredCache
 from agent_cache.stores import RedisStore
 from agent_cache.testing import HashEmbedder
-from tests.unit.test_tenant_walls import DeploymentWalls, Make, Q, TenantWalls, _fill, _intact
+from tests.unit.core.test_tenant_walls import DeploymentWalls, Make, Q, TenantWalls, _fill, _intact
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ import pytest
 from agent_cache.errors import BackendError
 from agent_cache.local_llm import LocalLlamaServer, LocalServerDied
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 FAKE_SERVER = r'''
 """A stand-in for llama_cpp.server: python fake_server.py MODE HOST PORT."""

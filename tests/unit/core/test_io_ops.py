@@ -127,7 +127,7 @@ def test_spawn_starts_a_thread_or_a_task_without_waiting() -> None:
 def test_ops_are_built_only_in_io() -> None:
     """No flow yields an ``Op`` by hand (a method named by a string, a private method):
     every step goes through a typed helper of ``agent_cache._io``."""
-    root = Path(__file__).resolve().parents[2] / "agent_cache"
+    root = Path(__file__).resolve().parents[3] / "agent_cache"
     built = {
         str(p.relative_to(root))
         for p in root.rglob("*.py")

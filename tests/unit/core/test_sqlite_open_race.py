@@ -29,7 +29,7 @@ from agent_cache.stores import SQLiteStore
 from agent_cache.stores import _sqlite_open as so
 from agent_cache.vectors import SQLiteVectorStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 WORKER = r"""
 import json, sys, threading

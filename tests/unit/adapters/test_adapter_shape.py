@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-INTEGRATIONS = Path(__file__).resolve().parents[2] / "integrations"
+INTEGRATIONS = Path(__file__).resolve().parents[3] / "integrations"
 CACHED_LLM = INTEGRATIONS / "llama_index" / "llms" / "agent_cache" / "base.py"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60

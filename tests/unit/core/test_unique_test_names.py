@@ -8,6 +8,6 @@ from pathlib import Path
 
 
 def test_no_two_test_files_share_a_basename() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     names = Counter(p.name for p in root.rglob("test_*.py"))
     assert [n for n, c in names.items() if c > 1] == []

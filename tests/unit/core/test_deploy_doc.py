@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "deploy.md"
 NAMED = re.compile(r"`(tests/[\w/]+\.py)((?:::\w+)*)`")
 
@@ -73,8 +73,8 @@ def test_every_test_named_in_the_deploy_doc_exists() -> None:
 
 def test_the_check_finds_a_test_that_is_not_there() -> None:
     text = (
-        "`tests/unit/test_deploy_doc.py::test_every_test_named_in_the_deploy_doc_exists` "
-        "`tests/unit/test_deploy_doc.py::no_such_test` `tests/unit/no_such_file.py` "
+        "`tests/unit/core/test_deploy_doc.py::test_every_test_named_in_the_deploy_doc_exists` "
+        "`tests/unit/core/test_deploy_doc.py::no_such_test` `tests/unit/no_such_file.py` "
         "`tests/integration/test_tenant_walls_real.py::TestRedisChromaWalls::"
         "test_a_namespace_that_is_not_a_str_deletes_nothing` "
         "`tests/integration/test_tenant_walls_real.py::TestRedisChromaWalls::no_such`"

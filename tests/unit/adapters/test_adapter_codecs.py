@@ -177,7 +177,8 @@ def _rewrite_entry(cache: LayeredCache, key: str, response: Any) -> None:
 def test_li_llm_entry_it_cannot_read_is_evicted_and_recomputed() -> None:
     from llama_index.core.base.llms.types import ChatMessage
     from llama_index.llms.agent_cache import CachedLLM
-    from test_li_llm import CountingLLM
+
+    from tests.unit.llama_index.test_li_llm import CountingLLM
 
     cache = _cache()
     inner = CountingLLM()

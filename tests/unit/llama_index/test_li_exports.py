@@ -10,7 +10,7 @@ import llama_index.llms.agent_cache as llms
 import llama_index.postprocessor.agent_cache as postprocessor
 import llama_index.tools.agent_cache as tools
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_exported_names_are_pinned() -> None:

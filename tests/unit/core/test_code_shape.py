@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MAX_LINES = 60
 TREES = ("agent_cache", "integrations")
 SKIPPED = (ROOT / "agent_cache" / "bench",)

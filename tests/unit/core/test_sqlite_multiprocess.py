@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agent_cache.stores import SQLiteStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 WRITER = """
 import sys

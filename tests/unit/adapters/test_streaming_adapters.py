@@ -24,10 +24,10 @@ from llama_index.llms.agent_cache import CachedLLM
 from llama_index.llms.agent_cache._apis import CHAT, COMPLETE
 from llama_index.llms.agent_cache._path import SYNC, Request
 from pydantic import PrivateAttr
-from test_li_llm import CountingLLM
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
+from tests.unit.llama_index.test_li_llm import CountingLLM
 
 QUESTION = "How do I reset my password?"
 WORDS = ["Open ", "the ", "account ", "page."]

@@ -329,7 +329,7 @@ def test_concurrent_identical_misses_make_one_call() -> None:
 
 def test_waiters_wait_past_the_timeout_for_a_live_leader() -> None:
     """Issue 19 point 9: a slow leader is waited for (no second call); only a dead one
-    is given up on (tests/unit/test_slow_leader.py)."""
+    is given up on (tests/unit/core/test_slow_leader.py)."""
     cache = make(singleflight_timeout=0.05)
     calls: list[str] = []
     gate = threading.Event()

@@ -33,7 +33,7 @@ def test_writes_after_the_files_are_deleted_reach_a_new_process(
         "s = SQLiteStore(sys.argv[1]); "
         "print(sum(s.get(f'new{i}', 0.0) is not None for i in range(20)))"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     seen = subprocess.run(
         [sys.executable, "-c", code, str(path)],
         capture_output=True,
@@ -74,7 +74,7 @@ def test_only_the_main_file_deleted_new_processes_start_a_working_file(
         running.set(f"old{i}", '"v"', namespace="default", expires_at=None, now=0.0)
     path.unlink()
     assert Path(f"{path}-wal").exists()
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
 
     def new_process(*prefixes: str) -> tuple[int, int]:
         done = subprocess.run(

@@ -21,7 +21,7 @@ import pytest
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _CHILD = textwrap.dedent(
     """

@@ -161,7 +161,7 @@ def test_async_twins_are_at_most_three_lines_over_one_body(sync: str, async_: st
 
 def test_the_doctest_modules_skip_no_example() -> None:
     """``make check`` runs the doctests of DOCTEST_MODULES: none may hide behind +SKIP."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     make_file = (root / "Makefile").read_text().replace("\\\n", " ")
     line = next(ln for ln in make_file.splitlines() if ln.startswith("DOCTEST_MODULES"))
     modules = line.split(":=", 1)[1].split()

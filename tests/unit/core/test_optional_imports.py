@@ -40,6 +40,6 @@ def test_our_modules_import_heavy_dependencies_lazily() -> None:
         text=True,
         check=True,
         timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     assert out.stdout.strip() == ""

@@ -6,7 +6,7 @@ store without leases (memory), called the model itself; a follower in another pr
 (60 s) and made an extra call. Now a follower waits as long as the leader is alive (a
 thread in its call; a process renewing its lease, its heartbeat) and takes over only
 from a dead one: the crashed-leader case is
-``tests/unit/test_cross_process_singleflight.py::test_a_crashed_leaders_lease_expires``.
+``tests/unit/core/test_cross_process_singleflight.py::test_a_crashed_leaders_lease_expires``.
 Timings are shortened: a 0.1 s lease, a leader 30 lease periods long.
 """
 

@@ -16,12 +16,12 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.schema import TextNode
 from llama_index.llms.agent_cache import CachedLLM, query_cache_info
-from test_li_llm import CountingLLM
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
+from tests.unit.llama_index.test_li_llm import CountingLLM
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = [ROOT / "README.md", ROOT / "integrations" / "README.md"]
 
 

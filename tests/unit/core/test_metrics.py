@@ -34,7 +34,7 @@ MISSES = [
     "learn to play guitar chords",
 ]
 USAGE = {"prompt_tokens": 100, "completion_tokens": 20}
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make(**kw: Any) -> LayeredCache:

@@ -20,7 +20,7 @@ from agent_cache.stores import _vector_table as vt
 from agent_cache.testing import HashEmbedder
 from agent_cache.vectors import ChromaVectorStore, MemoryVectorStore, SQLiteVectorStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _v(*xs: float) -> np.ndarray:

@@ -11,10 +11,10 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.llms.agent_cache import CachedLLM
-from test_li_llm import CountingLLM
 
 from agent_cache import LayeredCache
 from agent_cache.testing import HashEmbedder
+from tests.unit.llama_index.test_li_llm import CountingLLM
 
 KEYS = {"hit", "layer", "score", "matched_prompt", "key", "saved_usage", "coalesced"}
 Q = "What is retrieval augmented generation?"
