@@ -225,6 +225,8 @@ def _lookups(
 _PARTS = (
     ("embedding (`embed`)", "embedder", "embed"),
     ("Redis: namespace version (`get_counter`)", "kv", "get_counter"),
+    ("Redis: version and record, one pipeline (`get_versioned`)", "kv", "get_versioned"),
+    ("Redis: version check and write, one script (`set_versioned`)", "kv", "set_versioned"),
     ("Redis: write the entry (`set`)", "kv", "set"),
     ("Redis: read the record (`get`)", "kv", "get"),
     ("Chroma: `add` (on the caller's thread)", "vectors", "add"),
