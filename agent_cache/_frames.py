@@ -122,11 +122,36 @@ _REVERSING_MODIFIERS = frozenset({"former", "ex", "non", "anti", "pseudo"})
 _REVERSING_PREFIXES = ("ex-", "non-", "anti-", "pseudo-", "step-", "counter-", "de-", "un-")
 
 
+# A request wrapper: "I need to know how ...", "I have to find out whether ...": the
+# speaker's need to learn an embedded question, said in place of asking it; the modal is
+# the request's, not the question's (which is the embedded clause after the wh-word).
+_LEARN_VERBS = frozenset({"know", "learn", "understand", "find", "figure", "ask"})
+_EMBEDDED = frozenset(
+    {"how", "what", "why", "when", "where", "which", "who", "whom", "whose", "whether", "if"}
+)
+_OPENERS = frozenset({"so", "ok", "okay", "hi", "hey", "hello", "well", "please", "and", "but"})
+
+
+def _wrapper(words: Sequence[str], i: int) -> bool:
+    """Whether the modal phrase at ``i`` (two words) opens a request wrapper: a
+    sentence-initial "I" before it (after an opener at most), a verb of learning after it
+    ("find out", "figure out" included) and then an embedded question."""
+    if i < 1 or words[i - 1] != "i" or not (i == 1 or words[i - 2] in _OPENERS):
+        return False
+    j = i + 2
+    if j >= len(words) or words[j] not in _LEARN_VERBS:
+        return False
+    j += 2 if words[j] in ("find", "figure") and j + 1 < len(words) and words[j + 1] == "out" else 1
+    return j < len(words) and words[j] in _EMBEDDED
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
         pair = (w, words[i + 1]) if i + 1 < len(words) else None
         if pair in _MODAL_PHRASES:
+            if _wrapper(words, i):
+                continue
             out.add(_MODAL_PHRASES[pair])
         elif w in _MODALS:
             # "will" as a noun ("a will", "my will") is not a modal

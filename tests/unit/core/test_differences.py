@@ -184,3 +184,30 @@ def test_abbreviation_and_spelling_matches_are_named_in_the_analysis() -> None:
     assert "acronym" in kinds
     colour = analyze("What colour is it?", "What color is it?")
     assert colour.equivalent and {d.kind for d in colour.differences} == {"typo"}
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("I need to know how to file taxes online", "How do I file taxes online?"),
+        ("So I have to find out whether my visa covers Spain", "Does my visa cover Spain?"),
+        ("I need to understand why the build fails", "Why does the build fail?"),
+    ],
+)
+def test_a_request_wrapper_is_not_a_modality(query: str, stored: str) -> None:
+    """Issue 18 (held-out suite, question form): "I need to know how ..." asks the embedded
+    question; its "need to" is the request's, not an obligation in the question."""
+    assert "modality" not in {d.kind for d in analyze(query, stored).refusals}
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("Do I have to know how to swim to join?", "How do I swim to join?"),  # asked, not said
+        ("Do I need to learn Python?", "Can I learn Python?"),  # no embedded question
+        ("I need to renew my passport", "Can I renew my passport?"),  # no verb of learning
+        ("I need to know if I must pay tax", "Can I pay tax?"),  # the embedded modal counts
+    ],
+)
+def test_a_modal_outside_the_wrapper_still_refuses(query: str, stored: str) -> None:
+    assert analyze(query, stored).reason == "modality"
