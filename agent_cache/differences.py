@@ -1244,17 +1244,28 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
         diffs.append(Difference("filler", " ".join(fillers), "", False))
     # equivalent: the same words, up to typos, inflection, synonyms and acronyms (a
     # derived form or a changed function word is a rewording, judged by similarity)
-    fq = Counter(t.low for t in left_q if not t.content and t.low not in _ARTICLES)
-    fc = Counter(t.low for t in left_c if not t.content and t.low not in _ARTICLES)
+    fq = Counter(_agreed(t.low) for t in left_q if not t.content and t.low not in _ARTICLES)
+    fc = Counter(_agreed(t.low) for t in left_c if not t.content and t.low not in _ARTICLES)
     equivalent = (
         not any(d.refuses for d in diffs)
         and not (uq or uc or fillers)
         and fq == fc
         and not any(d.kind == "derived" for d in diffs)
+        and _tense(q) == _tense(c)  # "were" aligns with "are" (one lemma): a rewording
     )
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
+
+
+#: Present-tense forms that differ only in number agreement with their subject ("the
+#: docs are" / "the documentation is"): one function word for the equivalence check, as
+#: inflection is one word for the content words (tense is compared elsewhere).
+_AGREEMENT = {"are": "is", "do": "does", "have": "has", "were": "was"}
+
+
+def _agreed(word: str) -> str:
+    return _AGREEMENT.get(word, word)
 
 
 def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:

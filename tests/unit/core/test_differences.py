@@ -211,3 +211,18 @@ def test_a_request_wrapper_is_not_a_modality(query: str, stored: str) -> None:
 )
 def test_a_modal_outside_the_wrapper_still_refuses(query: str, stored: str) -> None:
     assert analyze(query, stored).reason == "modality"
+
+
+def test_number_agreement_is_not_a_difference() -> None:
+    """Issue 18 (held-out suite, abbreviation): "the docs are" / "the documentation is"
+    differ in the verb's agreement only; the pair reads as equivalent."""
+    a = analyze("Where are the docs for pandas?", "Where is the documentation for pandas?")
+    assert a.equivalent and not a.refuses
+    assert analyze("What are the side effects of X?", "What is the side effect of X?").equivalent
+
+
+def test_a_changed_tense_is_never_equivalent() -> None:
+    """ "were" and "are" share a lemma: aligned, but the tense differs, so the similarity
+    decides (never the equivalence floor)."""
+    assert not analyze("Where are the docs for pandas?", "Where were the docs?").equivalent
+    assert not analyze("What are the fees?", "What were the fees?").equivalent
