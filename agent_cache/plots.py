@@ -10,9 +10,10 @@ The time axis starts at the earliest lookup, whatever the order the events come 
 replayed log need not be sorted); ``axis="order"`` puts the lookups in the order they were
 made instead, for a log without timestamps (``agent-cache replay`` does so by itself).
 
-Example:
-    >>> from agent_cache.plots import plot_stats
-    >>> plot_stats(cache.stats(), "stats.png")  # doctest: +SKIP
+Example (needs matplotlib; writes ``stats.png``)::
+
+    from agent_cache.plots import plot_stats
+    plot_stats(cache.stats(), "stats.png")
 """
 
 from __future__ import annotations

@@ -682,8 +682,9 @@ def run_backends_bench(
     Returns:
         Every measurement, JSON-ready, plus ``"markdown"``.
 
-    Example:
-        >>> run_backends_bench(out=Path("docs/benchmarks.md"))  # doctest: +SKIP
+    Example (a benchmark run; rewrites its section of ``docs/benchmarks.md``)::
+
+        run_backends_bench(out=Path("docs/benchmarks.md"))
     """
     if min(entries, lookups, writers, writes) < 1 or not threads or min(threads) < 1:
         raise ConfigurationError("entries, lookups, threads, writers and writes must be >= 1")

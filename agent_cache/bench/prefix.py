@@ -192,10 +192,10 @@ def _chatml(messages: Sequence[dict[str, str]]) -> str:
 def default_tokenizer() -> tuple[str, Tokenizer]:
     """SmolLM2-135M-Instruct's tokenizer (llama.cpp, vocab only), else MiniLM's.
 
-    Example:
-        >>> name, tokenize = default_tokenizer()  # doctest: +SKIP
-        >>> tokenize("Hello world")  # doctest: +SKIP
-        [19556, 905]
+    Example (needs ``llama-cpp-python`` and the SmolLM2 GGUF, or MiniLM's files)::
+
+        name, tokenize = default_tokenizer()
+        tokenize("Hello world")  # -> [19556, 905]
     """
     try:
         import llama_cpp
@@ -409,9 +409,10 @@ def run_prefix_bench(
     Returns:
         Every measurement, JSON-ready, plus ``"markdown"`` (the section written).
 
-    Example:
-        >>> run_prefix_bench(out=Path("docs/benchmarks.md"))  # doctest: +SKIP
-        ... # or, from a shell: agent-cache bench prefix
+    Example (a benchmark run; rewrites its section of ``docs/benchmarks.md``)::
+
+        run_prefix_bench(out=Path("docs/benchmarks.md"))
+        # or, from a shell: agent-cache bench prefix
     """
     replicas = [int(x) for x in ([replicas] if isinstance(replicas, int) else replicas)]
     if requests < 1 or batch < 1 or not replicas or min(replicas) < 1 or capacity_blocks < 2:

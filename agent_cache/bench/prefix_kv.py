@@ -158,9 +158,10 @@ def run_kv_routing_bench(
     ``out`` (None: do not write). ``alone``: run without the rest of the prefix bench
     (the markdown says the tables above it are older).
 
-    Example:
-        >>> run_kv_routing_bench(out=Path("docs/benchmarks.md"))  # doctest: +SKIP
-        ... # or, from a shell: agent-cache bench prefix --kv-routing-only
+    Example (a benchmark run; rewrites its section of ``docs/benchmarks.md``)::
+
+        run_kv_routing_bench(out=Path("docs/benchmarks.md"))
+        # or, from a shell: agent-cache bench prefix --kv-routing-only
     """
     if replicas < 2 or scale <= 0 or utilization <= 0:
         raise ConfigurationError("replicas >= 2, scale > 0 and utilization > 0")

@@ -1,10 +1,10 @@
 """``agent-cache demo``: the cache on a RAG and an agent workload, against a real local model.
 
-Example:
-    >>> from agent_cache.demo import run_demo
-    >>> result = run_demo(quiet=True)  # doctest: +SKIP
-    >>> result["model_calls_avoided"] > 0  # doctest: +SKIP
-    True
+Example (starts a local model server)::
+
+    from agent_cache.demo import run_demo
+    result = run_demo(quiet=True)
+    result["model_calls_avoided"] > 0  # -> True
 """
 
 from __future__ import annotations

@@ -87,11 +87,11 @@ class RedisStore:
             the server has failed a few times in a row, calls fail at once, without
             waiting for the timeout, until a probe call finds it answering again.
 
-    Example:
-        >>> store = RedisStore("redis://127.0.0.1:6379/0")  # doctest: +SKIP
-        >>> store.set("k", '"v"', namespace="default", expires_at=None, now=0.0)  # doctest: +SKIP
-        >>> store.get("k", now=1.0)  # doctest: +SKIP
-        '"v"'
+    Example (needs a Redis server)::
+
+        store = RedisStore("redis://127.0.0.1:6379/0")
+        store.set("k", '"v"', namespace="default", expires_at=None, now=0.0)
+        store.get("k", now=1.0)  # -> '"v"'
     """
 
     def __init__(

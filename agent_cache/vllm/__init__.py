@@ -1,10 +1,11 @@
 """vLLM routing: replicas, retries, failover, prefix-tree and load-aware replica choice,
 sessions, ``cache_salt``, usage.
 
-Example:
-    >>> from agent_cache.vllm import VllmRouter
-    >>> router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
-    >>> reply = router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
+Example (needs vLLM servers)::
+
+    from agent_cache.vllm import VllmRouter
+    router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
+    reply = router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)
 """
 
 from __future__ import annotations

@@ -678,9 +678,10 @@ class KvEventSubscriber:
         rank: The data-parallel rank this stream is of.
         replay: The replay socket's address as the router reaches it, or None.
 
-    Example:
-        >>> sub = KvEventSubscriber("tcp://gpu-1:5557", 0, KvEventIndex(1))  # doctest: +SKIP
-        >>> sub.start(); ...; sub.close()  # doctest: +SKIP
+    Example (needs a vLLM server publishing KV events)::
+
+        sub = KvEventSubscriber("tcp://gpu-1:5557", 0, KvEventIndex(1))
+        sub.start(); ...; sub.close()
     """
 
     #: Seconds to wait for the replay socket's answer.

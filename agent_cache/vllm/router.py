@@ -8,11 +8,11 @@ busy it is. The router picks the replica from a prefix tree of what it sent wher
 backoff, fails over, isolates tenants with ``cache_salt`` and records the cached-token
 counts vLLM reports as the cache's KV layer.
 
-Example:
-    >>> router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
-    >>> reply = router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
-    >>> reply["usage"]["prompt_tokens_details"]  # doctest: +SKIP
-    {'cached_tokens': 1024}
+Example (needs vLLM servers)::
+
+    router = VllmRouter(["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"])
+    reply = router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)
+    reply["usage"]["prompt_tokens_details"]  # -> {'cached_tokens': 1024}
 """
 
 from __future__ import annotations
@@ -312,10 +312,10 @@ class VllmRouter:
         """Per endpoint: requests, failures, prompt and cached tokens, in flight, breaker
         (and the router's :attr:`chars_per_token` when taken).
 
-        Example:
-            >>> s = router.stats()["http://gpu-1:8000/v1"]  # doctest: +SKIP
-            >>> s.cached_share  # doctest: +SKIP
-            0.61
+        Example (after traffic to a vLLM server)::
+
+            s = router.stats()["http://gpu-1:8000/v1"]
+            s.cached_share  # -> 0.61
         """
         with self._d.lock:
             cpt = self._d.ratio.value
@@ -365,9 +365,10 @@ class VllmRouter:
             BackendError: Every attempt failed (names each endpoint tried), or the server
                 answered with a non-retryable error.
 
-        Example:
-            >>> router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)  # doctest: +SKIP
-            {'id': ..., 'choices': [...], 'usage': {...}}
+        Example (needs a vLLM server)::
+
+            router.chat([{"role": "user", "content": "Hi"}], max_tokens=8)
+            # -> {'id': ..., 'choices': [...], 'usage': {...}}
         """
         g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
         return json_body(*self._channel.send(self._calls.chat(messages, g)))
@@ -385,8 +386,9 @@ class VllmRouter:
     ) -> dict[str, Any]:
         """One text completion (``/v1/completions``); returns the response body.
 
-        Example:
-            >>> router.complete("Once upon a time", max_tokens=8)["usage"]  # doctest: +SKIP
+        Example (needs a vLLM server)::
+
+            router.complete("Once upon a time", max_tokens=8)["usage"]
         """
         g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
         return json_body(*self._channel.send(self._calls.completion(prompt, g)))
@@ -412,9 +414,10 @@ class VllmRouter:
                 broke, or vLLM sent an error event inside the stream after HTTP 200
                 (``data: {"error": ...}``); the last two count as the replica's failure.
 
-        Example:
-            >>> text = "".join(c["choices"][0]["delta"].get("content") or ""
-            ...                for c in router.stream_chat(msgs) if c["choices"])  # doctest: +SKIP
+        Example (needs a vLLM server)::
+
+            text = "".join(c["choices"][0]["delta"].get("content") or ""
+                           for c in router.stream_chat(msgs) if c["choices"])
         """
         g = Generation(model, namespace, extra_body, affinity_key, params, True, session_id)
         yield from _ChunkStream(self._channel, self._calls.chat(messages, g)).chunks()
@@ -435,9 +438,9 @@ class VllmRouter:
         with the same ``tools`` and ``chat_template_kwargs`` the generation request
         carries (both change the rendered prompt, and so its prefix).
 
-        Example:
-            >>> router.tokenize("Hello world")  # doctest: +SKIP
-            [9906, 1917]
+        Example (needs a vLLM server)::
+
+            router.tokenize("Hello world")  # -> [9906, 1917]
         """
         fields = _chat_fields(tools, chat_template_kwargs, add_generation_prompt)
         call = self._calls.tokenize(prompt, model, add_special_tokens, fields)
@@ -447,9 +450,9 @@ class VllmRouter:
         """The model ids the servers serve (``GET /models`` under the API base, on the
         endpoint the policy picks), e.g. to learn the ``model`` to send.
 
-        Example:
-            >>> router.models()  # doctest: +SKIP
-            ['Qwen/Qwen2.5-7B-Instruct']
+        Example (needs a vLLM server)::
+
+            router.models()  # -> ['Qwen/Qwen2.5-7B-Instruct']
         """
         resp, ep = self._channel.send(Call("GET", "models"))
         return _model_ids(json_body(resp, ep))
@@ -461,9 +464,9 @@ class VllmRouter:
             Per endpoint, the cumulative ``vllm:prefix_cache_hits_total`` and
             ``vllm:prefix_cache_queries_total``; None where it could not be read.
 
-        Example:
-            >>> router.metrics()["http://gpu-1:8000/v1"].hit_rate  # doctest: +SKIP
-            0.42
+        Example (needs a vLLM server)::
+
+            router.metrics()["http://gpu-1:8000/v1"].hit_rate  # -> 0.42
         """
         return run_sync(self._metrics_flow())
 
@@ -489,9 +492,10 @@ class VllmRouter:
         server without the route, answering 404, counts as up). An endpoint that comes
         back gets its warmed prefixes sent again (:meth:`warm_prefixes`).
 
-        Example:
-            >>> router.check_health()  # doctest: +SKIP
-            {'http://gpu-1:8000/v1': True, 'http://gpu-2:8000/v1': False}
+        Example (needs vLLM servers)::
+
+            router.check_health()
+            # -> {'http://gpu-1:8000/v1': True, 'http://gpu-2:8000/v1': False}
         """
         return run_sync(self._health_flow())
 
@@ -534,9 +538,9 @@ class VllmRouter:
         Returns:
             The number of warm-up requests that succeeded.
 
-        Example:
-            >>> router.warm_prefixes([[{"role": "system", "content": SYSTEM}]])  # doctest: +SKIP
-            3
+        Example (needs vLLM servers)::
+
+            router.warm_prefixes([[{"role": "system", "content": SYSTEM}]])  # -> 3
         """
         items = [self._warmups.remember(p, model, namespace) for p in prefixes]
         return run_sync(self._warm_flow(self._warmups.plan(items)))
@@ -590,8 +594,9 @@ class VllmRouter:
     ) -> dict[str, Any]:
         """Async twin of :meth:`chat` (``httpx.AsyncClient``).
 
-        Example:
-            >>> reply = await router.achat([{"role": "user", "content": "Hi"}])  # doctest: +SKIP
+        Example (needs a vLLM server)::
+
+            reply = await router.achat([{"role": "user", "content": "Hi"}])
         """
         g = Generation(model, namespace, extra_body, affinity_key, params, False, session_id)
         return json_body(*await self._channel.asend(self._calls.chat(messages, g)))
@@ -701,10 +706,11 @@ class VllmRouter:
         ``stream_options.include_usage``. The caller owns the returned client; closing
         it leaves the router open.
 
-        Example:
-            >>> from langchain_openai import ChatOpenAI  # doctest: +SKIP
-            >>> llm = ChatOpenAI(base_url=router.endpoints[0], api_key="EMPTY",
-            ...                  http_client=router.httpx_client())  # doctest: +SKIP
+        Example (needs ``langchain-openai``)::
+
+            from langchain_openai import ChatOpenAI
+            llm = ChatOpenAI(base_url=router.endpoints[0], api_key="EMPTY",
+                             http_client=router.httpx_client())
         """
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.Client(
@@ -717,9 +723,10 @@ class VllmRouter:
     ) -> httpx.AsyncClient:
         """Async twin of :meth:`httpx_client` (for ``http_async_client=``).
 
-        Example:
-            >>> client = router.async_httpx_client()  # doctest: +SKIP
-            >>> llm = ChatOpenAI(base_url=url, http_async_client=client)  # doctest: +SKIP
+        Example (needs ``langchain-openai``)::
+
+            client = router.async_httpx_client()
+            llm = ChatOpenAI(base_url=url, http_async_client=client)
         """
         kwargs.setdefault("timeout", self._d.total_timeout)
         return httpx.AsyncClient(

@@ -7,10 +7,11 @@
 - :func:`cache_step` / :func:`cached_step`: reuse an intermediate step's output.
 - :class:`StableContextOrderer`, :func:`stable_rag_prompt`: prompts that share a prefix.
 
-Example:
-    >>> from langchain_core.globals import set_llm_cache
-    >>> from langchain_agent_cache import AgentCache
-    >>> set_llm_cache(AgentCache(path=".agent_cache"))  # doctest: +SKIP
+Example (sets LangChain's global cache, kept in ``.agent_cache``)::
+
+    from langchain_core.globals import set_llm_cache
+    from langchain_agent_cache import AgentCache
+    set_llm_cache(AgentCache(path=".agent_cache"))
 """
 
 from __future__ import annotations

@@ -229,9 +229,10 @@ class AgentCache(BaseCache):
         **layered: arguments for a new ``LayeredCache`` (``path``, ``reranker``, ...)
             when ``cache`` is not given.
 
-    Example:
-        >>> from langchain_core.globals import set_llm_cache
-        >>> set_llm_cache(AgentCache(path=".agent_cache"))  # doctest: +SKIP
+    Example (sets LangChain's global cache, kept in ``.agent_cache``)::
+
+        from langchain_core.globals import set_llm_cache
+        set_llm_cache(AgentCache(path=".agent_cache"))
     """
 
     def __init__(
@@ -388,9 +389,10 @@ class AgentCache(BaseCache):
         :meth:`~agent_cache.LayeredCache.fetch`: concurrent identical misses make one
         model call, the usage is recorded once, ``policy`` is the core's.
 
-        Example:
-            >>> got = cache.fetch_result(prompt, llm_string, lambda: model_call())  # doctest: +SKIP
-            >>> got.hit is None and got.computed  # a miss, paid for once  # doctest: +SKIP
+        Example (``model_call`` calls the model)::
+
+            got = cache.fetch_result(prompt, llm_string, lambda: model_call())
+            got.hit is None and got.computed  # a miss, paid for once
         """
         fetch = self._fetch_args(prompt, llm_string, policy)
         return self._fetched(self.layered.fetch(compute=lambda: list(compute()), **fetch))
@@ -448,9 +450,10 @@ class AgentCache(BaseCache):
         identical requests (those that follow another's stream are marked coalesced
         and report zero usage); stored once the stream has ended.
 
-        Example:
-            >>> for chunk in cache.stream_result(prompt, llm_string, start):  # doctest: +SKIP
-            ...     print(chunk.text, end="")
+        Example (``start`` starts the model's stream)::
+
+            for chunk in cache.stream_result(prompt, llm_string, start):
+                print(chunk.text, end="")
         """
         with self._fetch_stream(prompt, llm_string, start_stream, policy) as got:
             yield from itertools.chain(self._replay(got), map(self._reading(got), got))

@@ -215,9 +215,10 @@ class CachedChatModel(BaseChatModel):
             set (they are part of the key, like any call argument).
         streaming: route ``invoke`` through the streaming path (tokens reach callbacks).
 
-    Example:
-        >>> chat = CachedChatModel(llm=ChatOpenAI(base_url=URL, api_key="x"))  # doctest: +SKIP
-        >>> chat.invoke("What is RAG?").response_metadata.get("agent_cache")  # doctest: +SKIP
+    Example (needs an OpenAI-compatible server at ``URL``)::
+
+        chat = CachedChatModel(llm=ChatOpenAI(base_url=URL, api_key="x"))
+        chat.invoke("What is RAG?").response_metadata.get("agent_cache")
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

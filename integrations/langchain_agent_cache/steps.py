@@ -218,9 +218,10 @@ def cache_step(
             allowed automatically); other objects are served but not stored.
         namespace: the core namespace (semantic steps use ``f"{namespace}-semantic"``).
 
-    Example:
-        >>> plan = cache_step(planner_prompt | llm | parser, name="plan")  # doctest: +SKIP
-        >>> plan.invoke({"question": "Compare RAG and fine-tuning"})  # doctest: +SKIP
+    Example (``llm`` a chat model)::
+
+        plan = cache_step(planner_prompt | llm | parser, name="plan")
+        plan.invoke({"question": "Compare RAG and fine-tuning"})
     """
     if not isinstance(runnable, Runnable):
         raise ConfigurationError(f"cache_step needs a Runnable, not {type(runnable).__name__}")

@@ -215,9 +215,10 @@ def cache_tool(
     Raises:
         ConfigurationError: the tool is marked side-effecting and ``force`` is False.
 
-    Example:
-        >>> search = cache_tool(web_search, ttl=600)  # doctest: +SKIP
-        >>> agent = create_agent(model, tools=[search])  # doctest: +SKIP
+    Example (``web_search`` a LangChain tool, ``model`` a chat model)::
+
+        search = cache_tool(web_search, ttl=600)
+        agent = create_agent(model, tools=[search])
     """
     _check_cacheable(tool, force)
     layered: LayeredCache = layered_from(cache)

@@ -1,9 +1,10 @@
 """agent-cache for LlamaIndex: ``CachedLLM`` puts any LLM behind the layered cache.
 
-Example:
-    >>> from llama_index.core import Settings
-    >>> from llama_index.llms.agent_cache import CachedLLM
-    >>> Settings.llm = CachedLLM(llm=OpenAILike(api_base="http://gpu-1:8000/v1"))  # doctest: +SKIP
+Example (needs an OpenAI-compatible server)::
+
+    from llama_index.core import Settings
+    from llama_index.llms.agent_cache import CachedLLM
+    Settings.llm = CachedLLM(llm=OpenAILike(api_base="http://gpu-1:8000/v1"))
 """
 
 from llama_index.llms.agent_cache._marker import query_cache_info

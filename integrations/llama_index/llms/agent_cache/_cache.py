@@ -30,9 +30,9 @@ def resolve_cache(cache: CacheArg, embedder: Any = None) -> LayeredCache:
     Raises:
         ConfigurationError: an ``embedder`` with a ``LayeredCache`` (give it to that cache).
 
-    Example:
-        >>> resolve_cache(None) is resolve_cache(".agent_cache")  # doctest: +SKIP
-        True
+    Example::
+
+        resolve_cache(None) is resolve_cache(".agent_cache")  # -> True
     """
     if embedder is None:
         return cache if isinstance(cache, LayeredCache) else default_cache(cache_dir(cache))

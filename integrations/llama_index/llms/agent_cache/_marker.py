@@ -79,9 +79,10 @@ def query_cache_info(response: Any) -> dict[str, Any] | None:
     ``CachedLLM`` call ran inside it, or for a streaming engine (its LLM runs while the
     caller iterates, after the response was returned).
 
-    Example:
-        >>> query_cache_info(engine.query("What is RAG?"))  # doctest: +SKIP
-        {'hit': True, 'hits': 1, 'misses': 0, 'layers': ['exact']}
+    Example (``engine`` a query engine whose LLM is a ``CachedLLM``)::
+
+        query_cache_info(engine.query("What is RAG?"))
+        # -> {'hit': True, 'hits': 1, 'misses': 0, 'layers': ['exact']}
     """
     info = getattr(response, ATTRIBUTE, None)
     return info if isinstance(info, dict) else None

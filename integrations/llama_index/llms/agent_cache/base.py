@@ -154,13 +154,14 @@ class CachedLLM(FunctionCallingLLM):
     and a ``CacheHitEvent``; a miss is counted once, by the wrapped call. The cache's
     directory (``cache_path``) survives pickling and ``to_dict``/``from_dict``.
 
-    Example:
-        >>> from llama_index.core import Settings
-        >>> from llama_index.llms.openai_like import OpenAILike
-        >>> Settings.llm = CachedLLM(
-        ...     llm=OpenAILike(api_base="http://127.0.0.1:8000/v1", model="m", is_chat_model=True),
-        ...     cache=".agent_cache",
-        ... )  # doctest: +SKIP
+    Example (needs an OpenAI-compatible server)::
+
+        from llama_index.core import Settings
+        from llama_index.llms.openai_like import OpenAILike
+        Settings.llm = CachedLLM(
+            llm=OpenAILike(api_base="http://127.0.0.1:8000/v1", model="m", is_chat_model=True),
+            cache=".agent_cache",
+        )
     """
 
     llm: SerializeAsAny[LLM] = Field(description="The wrapped LLM.")

@@ -3,14 +3,17 @@
 Attach a handler to the root dispatcher to see them next to the ``LLMChatStartEvent`` /
 ``LLMChatEndEvent`` of the same call (same ``span_id``).
 
-Example:
-    >>> from llama_index.core.instrumentation import get_dispatcher
-    >>> from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-    >>> class Hits(BaseEventHandler):
-    ...     def handle(self, event, **kwargs):
-    ...         if isinstance(event, CacheHitEvent):
-    ...             print(event.layer, event.score)
-    >>> get_dispatcher().add_event_handler(Hits())  # doctest: +SKIP
+Example (adds a handler to the process's root dispatcher)::
+
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    class Hits(BaseEventHandler):
+        def handle(self, event, **kwargs):
+            if isinstance(event, CacheHitEvent):
+                print(event.layer, event.score)
+
+    get_dispatcher().add_event_handler(Hits())
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """agent-cache for LlamaIndex: a node postprocessor that keeps RAG prompt prefixes stable.
 
-Example:
-    >>> from llama_index.postprocessor.agent_cache import StablePrefixPostprocessor
-    >>> post = StablePrefixPostprocessor(similarity_cutoff=0.3)
-    >>> engine = index.as_query_engine(node_postprocessors=[post])  # doctest: +SKIP
+Example (``index`` a LlamaIndex index)::
+
+    from llama_index.postprocessor.agent_cache import StablePrefixPostprocessor
+    post = StablePrefixPostprocessor(similarity_cutoff=0.3)
+    engine = index.as_query_engine(node_postprocessors=[post])
 """
 
 from llama_index.postprocessor.agent_cache.base import StablePrefixPostprocessor

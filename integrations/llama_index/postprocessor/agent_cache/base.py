@@ -52,10 +52,11 @@ class StablePrefixPostprocessor(BaseNodePostprocessor):
             one index; ``"content"`` sorts by a hash of the text, stable even across
             re-ingestion that assigns new random node ids.
 
-    Example:
-        >>> engine = index.as_query_engine(
-        ...     node_postprocessors=[StablePrefixPostprocessor(similarity_cutoff=0.3)]
-        ... )  # doctest: +SKIP
+    Example (``index`` a LlamaIndex index)::
+
+        engine = index.as_query_engine(
+            node_postprocessors=[StablePrefixPostprocessor(similarity_cutoff=0.3)]
+        )
     """
 
     similarity_cutoff: float | None = Field(default=None, description="Minimum node score.")

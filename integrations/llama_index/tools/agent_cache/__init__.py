@@ -1,8 +1,9 @@
 """agent-cache for LlamaIndex: cached tools and cached workflow steps.
 
-Example:
-    >>> from llama_index.tools.agent_cache import cache_tool, cache_step
-    >>> weather = cache_tool(FunctionTool.from_defaults(get_weather), ttl=600)  # doctest: +SKIP
+Example (``get_weather`` a function)::
+
+    from llama_index.tools.agent_cache import cache_tool, cache_step
+    weather = cache_tool(FunctionTool.from_defaults(get_weather), ttl=600)
 """
 
 from llama_index.tools.agent_cache.base import CachedTool, cache_tool

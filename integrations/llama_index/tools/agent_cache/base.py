@@ -190,9 +190,10 @@ def cache_tool(
         namespace: where results live (exact-only in ``LayeredCache``'s defaults).
         tags: tags stored with every result, for ``cache.invalidate(tags=[...])``.
 
-    Example:
-        >>> weather = cache_tool(FunctionTool.from_defaults(get_weather), ttl=600)  # doctest: +SKIP
-        >>> agent = FunctionAgent(tools=[weather], llm=CachedLLM(llm=llm))  # doctest: +SKIP
+    Example (``get_weather`` a function, ``llm`` a LlamaIndex LLM)::
+
+        weather = cache_tool(FunctionTool.from_defaults(get_weather), ttl=600)
+        agent = FunctionAgent(tools=[weather], llm=CachedLLM(llm=llm))
     """
     if not isinstance(tool, BaseTool):
         if not callable(tool):
