@@ -340,10 +340,20 @@ class FrameworkEmbedder:
     Raises:
         ConfigurationError: ``model`` has neither batch method.
 
+    With LlamaIndex installed, ``FrameworkEmbedder(MockEmbedding(embed_dim=8))`` (from
+    ``llama_index.core.embeddings``) embeds ``["hi"]`` as one row of 8. Any object with
+    one of the batch methods will do, as below (LangChain's ``embed_documents``).
+
     Example:
-        >>> from llama_index.core.embeddings import MockEmbedding  # doctest: +SKIP
-        >>> FrameworkEmbedder(MockEmbedding(embed_dim=8)).embed(["hi"]).shape  # doctest: +SKIP
-        (1, 8)
+        >>> class Embeddings:  # the LangChain interface, without LangChain
+        ...     model = "toy"
+        ...     def embed_documents(self, texts):
+        ...         return [[3.0, 4.0] for _ in texts]
+        >>> embedder = FrameworkEmbedder(Embeddings())
+        >>> embedder.name, embedder.embed(["hi", "there"]).shape
+        ('Embeddings:toy', (2, 2))
+        >>> embedder.embed(["hi"])[0]  # float32, L2-normalized
+        array([0.6, 0.8], dtype=float32)
     """
 
     def __init__(

@@ -221,11 +221,17 @@ def export_entries(
     With ``resume``, an existing file is continued: its complete lines are kept, a torn
     last line (a run cut short) is dropped, and only entries not in the file yet are
     appended, so no entry is written twice. Without it, an existing file is an error
-    unless ``overwrite``. Lines are flushed every batch and synced at the end.
+    unless ``overwrite``. Lines are flushed every batch and synced at the end. A cache
+    directory: ``export_entries(LayeredCache(path=".agent_cache"), "cache.jsonl")``.
 
     Example:
-        >>> export_entries(LayeredCache(path=".agent_cache"), "cache.jsonl")  # doctest: +SKIP
-        ExportReport(written=1200, already=0, torn=False)
+        >>> import os, tempfile
+        >>> from agent_cache import LayeredCache
+        >>> from agent_cache.testing import HashEmbedder
+        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+        >>> _ = cache.store("What is RAG?", "Retrieval-augmented generation.")
+        >>> export_entries(cache, os.path.join(tempfile.mkdtemp(), "cache.jsonl"))
+        ExportReport(written=1, already=0, torn=False)
     """
     target = Path(out)
     kv, vectors = cache.kv_store, cache.vector_store

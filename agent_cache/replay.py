@@ -236,9 +236,19 @@ def replay(
     serves, i.e. not in shadow mode) and report what it would have done.
 
     Example:
+        >>> import json, os, tempfile
+        >>> from agent_cache import LayeredCache
         >>> from agent_cache.replay import read_log, replay
-        >>> report = replay(read_log("requests.jsonl"), LayeredCache(path=None))  # doctest: +SKIP
-        >>> report.as_dict()["semantic_hits"]  # doctest: +SKIP
+        >>> from agent_cache.testing import HashEmbedder
+        >>> log = os.path.join(tempfile.mkdtemp(), "requests.jsonl")
+        >>> rows = [{"prompt": "What is RAG?", "response": "Retrieval-augmented generation."},
+        ...         {"prompt": "what is rag?", "response": "Retrieval-augmented generation."}]
+        >>> with open(log, "w") as fh:
+        ...     for row in rows:
+        ...         print(json.dumps(row), file=fh)
+        >>> report = replay(read_log(log), LayeredCache(path=None, embedder=HashEmbedder()))
+        >>> report.as_dict()["exact_hits"], report.as_dict()["misses"]
+        (1, 1)
     """
     if mode not in ("shadow", "live"):
         raise ConfigurationError(f"mode must be 'shadow' or 'live', not {mode!r}")

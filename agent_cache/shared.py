@@ -42,7 +42,7 @@ def default_cache(path: str | os.PathLike[str] | None = None) -> LayeredCache:
         ConfigurationError: ``path`` is not a path.
 
     Example:
-        >>> default_cache() is default_cache("./.agent_cache")  # doctest: +SKIP
+        >>> default_cache() is default_cache("./.agent_cache")
         True
     """
     if path is None:

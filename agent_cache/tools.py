@@ -83,8 +83,14 @@ class ToolCache:
         namespace: where tool results live (exact-only by default in ``LayeredCache``).
 
     Example:
-        >>> tools = ToolCache(LayeredCache(path=None), ttl=600)  # doctest: +SKIP
-        >>> tools.call("get_weather", {"city": "Oslo"}, lambda city: fetch(city))  # doctest: +SKIP
+        >>> from agent_cache.testing import HashEmbedder
+        >>> tools = ToolCache(LayeredCache(path=None, embedder=HashEmbedder()), ttl=600)
+        >>> def fetch(city: str) -> str:  # the real tool would call a weather API
+        ...     return f"{city}: 4 C, rain"
+        >>> tools.call("get_weather", {"city": "Oslo"}, lambda city: fetch(city))
+        'Oslo: 4 C, rain'
+        >>> tools.call("get_weather", {"city": "Oslo"}, lambda city: "not called: a hit")
+        'Oslo: 4 C, rain'
     """
 
     def __init__(
@@ -176,9 +182,17 @@ class StepCache:
     """Reuses a named intermediate step's output for the same (or a paraphrased) input.
 
     Example:
-        >>> steps = StepCache(LayeredCache(path=None))  # doctest: +SKIP
+        >>> from agent_cache.testing import HashEmbedder
+        >>> steps = StepCache(LayeredCache(path=None, embedder=HashEmbedder()))
         >>> @steps.cached(name="plan")
-        ... def plan(question: str) -> list[str]: ...
+        ... def plan(question: str) -> list[str]:
+        ...     print("planning")
+        ...     return ["retrieve", "answer"]
+        >>> plan("What is RAG?")
+        planning
+        ['retrieve', 'answer']
+        >>> plan("What is RAG?")  # the stored plan: no "planning"
+        ['retrieve', 'answer']
     """
 
     def __init__(

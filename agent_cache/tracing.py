@@ -39,7 +39,7 @@ def span(name: str, **attributes: Any) -> AbstractContextManager[Any]:
     """A span named ``agent_cache.<name>``, current while the ``with`` block runs.
 
     Example:
-        >>> with span("lookup", namespace="faq") as sp:  # doctest: +SKIP
+        >>> with span("lookup", namespace="faq") as sp:
         ...     annotate(sp, outcome="hit")
     """
     global _tracer

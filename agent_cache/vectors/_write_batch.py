@@ -86,8 +86,8 @@ class WriteBatcher:
         >>> got = []
         >>> b = WriteBatcher(lambda ids, m, metas: got.extend(ids), linger=0.001)
         >>> b.add([PendingVector("a", np.ones(2, np.float32), {"scope": "s"})])
-        >>> b.flush(); got
-        ['a']
+        >>> b.flush(), got  # no timeout: True once all is written
+        (True, ['a'])
         >>> b.close()
     """
 

@@ -230,7 +230,10 @@ class RoutingTransport(_Routed, httpx.BaseTransport):
             the ``x-agent-cache-session`` header of a request wins.
 
     Example:
-        >>> client = httpx.Client(transport=RoutingTransport(router))  # doctest: +SKIP
+        >>> from agent_cache.vllm import VllmRouter
+        >>> router = VllmRouter(["http://gpu-1:8000/v1"])  # no connection is made yet
+        >>> client = httpx.Client(transport=RoutingTransport(router))
+        >>> client.close(); router.close()
     """
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
