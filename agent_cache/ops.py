@@ -19,6 +19,15 @@ with the restoring cache's embedder into the same entry scope under that embedde
 so the restored entries hit for the same prompts, exactly and semantically, on any
 backend and with any embedder (a line without a tag, from an older export, is placed
 the same way).
+
+Example:
+    >>> import tempfile
+    >>> from agent_cache import LayeredCache
+    >>> from agent_cache.testing import HashEmbedder
+    >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
+    >>> _ = cache.store("What is RAG?", "Retrieval-augmented generation.")
+    >>> export_entries(cache, tempfile.mkdtemp() + "/cache.jsonl")
+    ExportReport(written=1, already=0, torn=False)
 """
 
 from __future__ import annotations
@@ -221,17 +230,12 @@ def export_entries(
     With ``resume``, an existing file is continued: its complete lines are kept, a torn
     last line (a run cut short) is dropped, and only entries not in the file yet are
     appended, so no entry is written twice. Without it, an existing file is an error
-    unless ``overwrite``. Lines are flushed every batch and synced at the end. A cache
-    directory: ``export_entries(LayeredCache(path=".agent_cache"), "cache.jsonl")``.
+    unless ``overwrite``. Lines are flushed every batch and synced at the end.
 
-    Example:
-        >>> import os, tempfile
-        >>> from agent_cache import LayeredCache
-        >>> from agent_cache.testing import HashEmbedder
-        >>> cache = LayeredCache(path=None, embedder=HashEmbedder())
-        >>> _ = cache.store("What is RAG?", "Retrieval-augmented generation.")
-        >>> export_entries(cache, os.path.join(tempfile.mkdtemp(), "cache.jsonl"))
-        ExportReport(written=1, already=0, torn=False)
+    Example (a deployment's cache directory; the module's example runs one)::
+
+        export_entries(LayeredCache(path=".agent_cache"), "cache.jsonl")
+        # -> ExportReport(written=1200, already=0, torn=False)
     """
     target = Path(out)
     kv, vectors = cache.kv_store, cache.vector_store
