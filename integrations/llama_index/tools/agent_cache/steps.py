@@ -12,6 +12,16 @@ Keys: for a workflow step, its input event(s) (class + fields as canonical JSON)
 arguments (which must then be JSON-like). ``key=`` replaces either with your own.
 QueryPipeline, for which this was once asked, was removed from LlamaIndex in 0.13; a
 plain function used inside a workflow or a custom pipeline is decorated the same way.
+
+Example:
+    >>> from llama_index.core.workflow import Event, StartEvent, Workflow, step
+    >>> class QueryEvent(Event):
+    ...     query: str
+    >>> class RAG(Workflow):
+    ...     @step
+    ...     @cache_step(name="rewrite", version="v2")
+    ...     async def rewrite(self, ev: StartEvent) -> QueryEvent:
+    ...         return QueryEvent(query=await llm.apredict(REWRITE, q=ev.query))
 """
 
 from __future__ import annotations
@@ -194,12 +204,7 @@ def cache_step(
     Raises:
         ConfigurationError: the step takes a ``Context`` and ``allow_ctx`` is not set.
 
-    Example:
-        >>> class RAG(Workflow):
-        ...     @step
-        ...     @cache_step(name="rewrite", version="v2")
-        ...     async def rewrite(self, ev: StartEvent) -> QueryEvent:
-        ...         return QueryEvent(query=await llm.apredict(REWRITE, q=ev.query))
+    The module's docstring has an example.
     """
 
     def decorate(func: F) -> F:
