@@ -37,7 +37,13 @@ def test_bench_backends_smoke(tmp_path: Path) -> None:
     calls = {r["call"]: r for r in results["lookups"]["breakdown"]}
     assert set(calls) == {"store()", "semantic lookup"}
     assert calls["semantic lookup"]["parts"]["Chroma: `query`"]["calls"] == 1.0
-    assert calls["store()"]["parts"]["Redis: write the entry (`set`)"]["calls"] == 1.0
+    store, lookup = calls["store()"]["parts"], calls["semantic lookup"]["parts"]
+    # one round trip each on Redis: the version checked inside the write / read with the key
+    assert store["Redis: version check and write, one script (`set_versioned`)"]["calls"] == 1.0
+    assert lookup["Redis: version and record, one pipeline (`get_versioned`)"]["calls"] == 1.0
+    assert "Redis: namespace version (`get_counter`)" not in store | lookup
+    assert store["Redis round trips"]["calls"] < 1.5  # housekeeping now and then
+    assert lookup["Redis round trips"]["calls"] < 1.5
     text = out.read_text()
     assert "Where the time goes on Redis + Chroma server" in text and "Targets" in text
     assert text.startswith("# Benchmarks\n\nkept\n") and text.endswith("\nafter\n")
