@@ -103,14 +103,13 @@ def kv_get_guessed(
     at that version): one round trip on a store with ``get_versioned`` (Redis reads both
     in one pipeline), else ``get_counter`` then ``get`` only when the guess was right."""
     if callable(getattr(kv, "get_versioned", None)):
-        got = yield from call_twin(
+        version, raw = yield from call_twin(
             kv.get_versioned,  # type: ignore[attr-defined]
             twin(kv, "aget_versioned"),
             counter,
             key,
             now,
         )
-        version, raw = got
         return version, raw if version == guess else None
     version = yield from kv_get_counter(kv, counter)
     if version != guess:

@@ -150,6 +150,31 @@ class Writer:
             "expires_at": rq.NO_EXPIRY if sem_expires is None else sem_expires,
         }
 
+    def _record_write(
+        self,
+        req: rq.Request,
+        keys: rq.Keys,
+        response: Any,
+        usage: Usage | None,
+        ttl: float | None,
+        tags: Sequence[str],
+        now: float,
+        vector: Any,
+    ) -> tuple[str, dict[str, Any]]:
+        """The record under ``keys`` and the keyword arguments of its ``kv.set`` (with the
+        vector and its metadata when the two are written in one transaction)."""
+        record, expires = self._entry(req, keys, response, usage, ttl, now)
+        write: dict[str, Any] = {
+            "namespace": req.namespace,
+            "expires_at": expires,
+            "tags": tuple(tags),
+            "now": now,
+        }
+        if vector is not None:
+            write["vector"] = vector
+            write["vector_meta"] = self._vector_meta(req, keys, vector, now, expires)
+        return record, write
+
     def _write_flow(
         self,
         req: rq.Request,
@@ -173,30 +198,18 @@ class Writer:
                 vector = (yield from io.embed(self._b.embedder, [req.prompt]))[0]
             except Exception as exc:  # no vector: the exact entry is written all the same
                 self._failed(exc, "embedding")
-        counter = rq.version_counter(req.namespace)
         keys = rq.keys_for(req, guess)
-        for attempt in range(2):
-            record, expires = self._entry(req, keys, response, usage, ttl, now)
-            write: dict[str, Any] = {
-                "namespace": req.namespace,
-                "expires_at": expires,
-                "tags": tuple(tags),
-                "now": now,
-            }
-            if vector is not None:
-                write["vector"] = vector
-                write["vector_meta"] = self._vector_meta(req, keys, vector, now, expires)
-            if attempt:  # the second try, at the version just read: written unchecked
-                yield from io.kv_set(kv, keys.primary, record, write)
-                break
-            version = yield from io.kv_set_guessed(kv, counter, guess, keys.primary, record, write)
-            if version == guess:
-                break
+        record, write = self._record_write(req, keys, response, usage, ttl, tags, now, vector)
+        counter = rq.version_counter(req.namespace)
+        version = yield from io.kv_set_guessed(kv, counter, guess, keys.primary, record, write)
+        if version != guess:  # bumped since: written once more, at the version just read
             self._reader.saw_version(req.namespace, version)
             keys = rq.keys_for(req, version)
+            record, write = self._record_write(req, keys, response, usage, ttl, tags, now, vector)
+            yield from io.kv_set(kv, keys.primary, record, write)
         if embedded and not joint:
             vectors = yield from io.embed(self._b.embedder, [req.prompt])
-            meta = self._vector_meta(req, keys, vectors[0], now, expires)
+            meta = self._vector_meta(req, keys, vectors[0], now, write["expires_at"])
             yield from io.vector_add(self._b.vectors, [keys.primary], vectors[:1], [meta])
         yield from self._after_write_flow(req.namespace, now)
         yield from self._trust.judge_flow(keys.exact, response)
