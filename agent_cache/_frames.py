@@ -9,7 +9,8 @@ whether the pair is in a lexicon:
   to, need to, required to), advice (should, ought to) and prediction (will, going to)
   ask different questions: "Can I bring my dog?" is not "Do I have to bring my dog?". A
   question with no modal matches one of ability or prediction ("How do I reset" =
-  "How can I reset"), never obligation or advice.
+  "How can I reset"), never obligation or advice. A question of means ("How should I
+  lose weight?", "What can I do to lose weight?") asks for a way whatever its modal.
 - **relation**: before / during / after / until place the question in another time
   ("savings earned before the marriage" vs "during the marriage"); one side naming a
   relation the other does not have also refuses.
@@ -145,6 +146,27 @@ def _wrapper(words: Sequence[str], i: int) -> bool:
     return j < len(words) and words[j] in _EMBEDDED
 
 
+# A question of means: "How can I lose weight?", "How should I lose weight?", "What
+# should I do to lose weight?", "What can be done to ...": the modal asks for a way, and
+# every modal (or none: "How do I lose weight?") asks for the same way. Only a bare "how"
+# or "what ... do/be done" before it: "how much can I", "how long should I" ask a limit or
+# a recommendation, and a polar "Can I ...?" / "Must I ...?" asks the modality itself.
+_AGENTS = frozenset({"i", "we", "you", "one", "someone", "somebody", "people", "they"})
+
+
+def _means(words: Sequence[str], i: int) -> bool:
+    """Whether the modal at ``i`` asks for a means (see above)."""
+    if i < 1 or i + 1 >= len(words):
+        return False
+    before, after = words[i - 1], words[i + 1]
+    if before == "how":
+        return after in _AGENTS and (i < 2 or words[i - 2] not in ("know", "matter"))
+    if before != "what":
+        return False
+    rest = words[i + 2 : i + 4]
+    return (after in _AGENTS and rest[:1] == ["do"]) or (after == "be" and rest[:1] == ["done"])
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
@@ -154,6 +176,8 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
                 continue
             out.add(_MODAL_PHRASES[pair])
         elif w in _MODALS:
+            if _means(words, i) and not w.endswith("n't") and w != "cannot":
+                continue
             # "will" as a noun ("a will", "my will") is not a modal
             if w == "will" and i and words[i - 1] in ("a", "my", "the", "your", "his", "her"):
                 continue

@@ -12,7 +12,8 @@ two questions and looks at what is left over:
 2. Closed classes are compared as wholes: numbers with their units and versions
    (``numbers``), temporal expressions (``temporal``: today/tomorrow, weekdays, months,
    seasons, quarters, this/next/last + unit, years), negation (``negation``), the asking
-   word why/when/where/who (``question``) and, in case-sensitive namespaces, letter case.
+   word why/when/where/who (``question``; a yes/no question against one that opens with
+   why/when/where/who too) and, in case-sensitive namespaces, letter case.
 3. Content words are matched by lemma (``signs`` = ``sign``, ``bigger`` = ``big``), by
    synonym group, and as typos (an edit of one or two letters where one side is not a
    dictionary word, or far rarer than the other).
@@ -20,7 +21,9 @@ two questions and looks at what is left over:
    opposites found by rule: ``un-/in-/dis-/de-/non-`` prefixes, a swapped prefix over one
    stem as in *as*cending/*des*cending or *im*port/*ex*port, ``-ful``/``-less``,
    ``-er``/``-ee``), a named entity, an audience or role qualifier (admin/guest,
-   children/adults, business/economy, "for beginners"), a direction (from/to), or, when
+   children/adults, business/economy, "for beginners"), a direction (``to`` against
+   ``from``, ``up`` against ``down``, or one word reached from opposite directions; ``to``
+   against ``into`` or ``with`` is a rewording), or, when
    the rest of the two questions is the same, an unexplained *substitution* of one
    content word for another (``cancel`` vs ``track`` my order) — refused although no
    list names the pair.
@@ -991,6 +994,37 @@ def _questions(toks: Sequence[_Tok]) -> frozenset[str]:
     return frozenset(t.low for t in toks if t.low in lx.QUESTION_WORDS)
 
 
+_AUXILIARIES = frozenset(
+    "is are was were am do does did can could will would should shall may might must has "
+    "have had".split()
+)
+_OPENING_FILLERS = frozenset({"so", "ok", "okay", "hi", "hey", "hello", "well", "please", "and"})
+
+
+def _opener(toks: Sequence[_Tok]) -> str:
+    """How the question opens: ``"polar"`` (an auxiliary first: "Is plasma ...?"), else
+    its first word ("why", "how", ...), openers like "so" and "ok" skipped."""
+    for t in toks:
+        if t.kind == "sym" or t.low in _OPENING_FILLERS:
+            continue
+        return "polar" if t.low in _AUXILIARIES else t.low
+    return ""
+
+
+def _polar_against_wh(
+    q: Sequence[_Tok], c: Sequence[_Tok], wq: frozenset[str], wc: frozenset[str]
+) -> list[Difference]:
+    """A yes/no question against one that opens with why/when/where/who asks another
+    thing ("Is plasma the fourth state of matter?" / "Why is plasma ..."), unless the
+    yes/no side embeds that word ("Do you know why ...?")."""
+    oq, oc = _opener(q), _opener(c)
+    if oq == "polar" and oc in lx.QUESTION_WORDS and oc not in wq:
+        return [_diff("question", ["yes/no"], [oc])]
+    if oc == "polar" and oq in lx.QUESTION_WORDS and oq not in wc:
+        return [_diff("question", [oq], ["yes/no"])]
+    return []
+
+
 def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
     """Match content words (and any leftover word a typo can reach) from q to c.
 
@@ -1223,12 +1257,16 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 
     dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
     dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
-    if dq and dc:
+    if any(
+        (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
+    ):
         diffs.append(_diff("direction", sorted(dq), sorted(dc)))
 
     swap = _swapped(q, c, pairs)
     if swap is not None:
         diffs.append(swap)
+    elif not any(d.kind == "direction" for d in diffs):
+        diffs += _turned(q, c)
 
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
@@ -1256,6 +1294,36 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
+
+
+def _headed(toks: Sequence[_Tok]) -> dict[str, str]:
+    """The direction ("to" or "from") that governs each content word: the first content
+    word within three tokens after a directional word of either group."""
+    out: dict[str, str] = {}
+    for i, t in enumerate(toks):
+        way = "to" if t.low in lx.TOWARD else "from" if t.low in lx.AWAY else None
+        if way is None:
+            continue
+        for u in toks[i + 1 : i + 4]:
+            if u.low in lx.DIRECTIONAL:
+                break
+            if u.content:
+                for form in u.lemmas or {u.low}:
+                    out.setdefault(form, way)
+                break
+    return out
+
+
+def _turned(q: Sequence[_Tok], c: Sequence[_Tok]) -> list[Difference]:
+    """The same word reached from opposite directions: "from an extrovert to an
+    introvert" / "into an extrovert from an introvert" (however the words are ordered)."""
+    hq = _headed(q)
+    if not hq:
+        return []
+    for word, way in _headed(c).items():
+        if hq.get(word, way) != way:
+            return [_diff("direction", [f"{hq[word]} {word}"], [f"{way} {word}"])]
+    return []
 
 
 #: Present-tense forms that differ only in number agreement with their subject ("the
@@ -1291,6 +1359,8 @@ def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     wq, wc = _questions(q), _questions(c)
     if wq - wc and wc - wq:  # why vs when: a one-sided "why?" adds a request, not a change
         diffs.append(_diff("question", sorted(wq - wc), sorted(wc - wq)))
+    else:
+        diffs += _polar_against_wh(q, c, wq, wc)
     tense_q, tense_c = _tense(q), _tense(c)
     if tense_q and tense_c and tense_q != tense_c:
         diffs.append(_diff("temporal", [tense_q], [tense_c]))

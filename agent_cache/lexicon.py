@@ -16,8 +16,10 @@ from __future__ import annotations
 
 __all__ = [
     "AUDIENCE",
+    "AWAY",
     "CURRENCY",
     "DIRECTIONAL",
+    "DIRECTION_OPPOSITES",
     "FILLER",
     "FUNCTION_WORDS",
     "MONTHS",
@@ -31,6 +33,7 @@ __all__ = [
     "SYNONYM_GROUPS",
     "TEMPORAL_WORDS",
     "TIME_UNITS",
+    "TOWARD",
     "UNITS",
     "WEEKDAYS",
 ]
@@ -71,6 +74,29 @@ DIRECTIONAL = frozenset(
 to from into onto out off up down over under above below before after without with against
 toward towards away inside outside inbound outbound upward downward forward backward
 """.split()
+)
+
+# Directions that oppose each other: a left-over "to" against a left-over "from" turns
+# the question around ("flights to Paris" / "flights from Paris"); "to" against "into" or
+# "with" is a rewording ("connect X to Y" / "connect X with Y"), judged by similarity.
+TOWARD = frozenset(
+    ("to", "into", "onto", "toward", "towards", "inside", "inbound", "upward", "forward")
+)
+AWAY = frozenset(("from", "out", "off", "away", "outside", "outbound", "downward", "backward"))
+DIRECTION_OPPOSITES = frozenset(
+    {(a, b) for a in TOWARD for b in AWAY}
+    | {
+        ("up", "down"),
+        ("over", "under"),
+        ("above", "below"),
+        ("before", "after"),
+        ("with", "without"),
+        ("with", "against"),
+        ("inside", "outside"),
+        ("inbound", "outbound"),
+        ("upward", "downward"),
+        ("forward", "backward"),
+    }
 )
 
 # Connectors around which arguments may be swapped without changing the question.
