@@ -495,6 +495,39 @@ def _breakdown(
     }
 
 
+def _ceiling(
+    embedder: Embedder, texts: Sequence[str], cores: int, batch: int = 8
+) -> dict[str, Any]:
+    """What batching can buy on these cores, measured on the model itself.
+
+    The CPU time (``time.thread_time``, so other load on the machine does not count) of
+    one text embedded alone against one text of a batch of ``batch`` similar-length texts
+    (sorted by length, as the micro-batcher groups them). With one intra-op thread a run
+    works on the calling thread; ``cores`` such runs at once is the most the hardware
+    gives, so ``cores * alone / batched`` bounds what many callers gain over one while
+    the model is the work of a lookup."""
+    sample = sorted(list(dict.fromkeys(texts))[: batch * 12], key=len)
+    if len(sample) < batch:
+        return {}
+    embedder.embed(sample[:batch])  # warm the session and its allocator
+    began = time.thread_time()
+    for text in sample:
+        embedder.embed([text])
+    alone = (time.thread_time() - began) / len(sample)
+    began = time.thread_time()
+    for start in range(0, len(sample), batch):
+        embedder.embed(sample[start : start + batch])
+    batched = (time.thread_time() - began) / len(sample)
+    return {
+        "texts": len(sample),
+        "batch": batch,
+        "alone_ms": alone * 1000,
+        "batched_ms": batched * 1000,
+        "cores": cores,
+        "ceiling": cores * alone / batched if batched > 0 else None,
+    }
+
+
 def _onnx_of(embedder: Any) -> OnnxEmbedder | None:
     while embedder is not None and not isinstance(embedder, OnnxEmbedder):
         embedder = getattr(embedder, "inner", None)
@@ -603,6 +636,41 @@ def _render_breakdown(cells: list[dict[str, Any]]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _rest_ms(cells: Sequence[dict[str, Any]], callers: int) -> float | None:
+    """Per lookup, what is not the embedding (k-NN, reads, analysis, Python), at
+    ``callers`` callers: the lookup less the caller's wait for its vector."""
+    for b in cells:
+        if b["callers"] == callers and b["lookups"]:
+            total = b["total"]
+            return (total["lookup"] - total["embed (caller)"]) * 1000 / b["lookups"]
+    return None
+
+
+def _render_ceiling(
+    c: dict[str, Any], few: int, many: int, cells: Sequence[dict[str, Any]] = ()
+) -> list[str]:
+    if not c or not c.get("ceiling"):
+        return []
+    alone, batched, cores = c["alone_ms"], c["batched_ms"], c["cores"]
+    text = (
+        f"The ceiling on these {cores} cores (ONNX fp32, CPU time of the thread, "
+        f"{c['texts']} questions): a question embedded alone costs {alone:.2f} ms, one of a "
+        f"batch of {c['batch']} similar-length questions {batched:.2f} ms, so for the model "
+        f"alone {many} callers can gain at most {cores} × {alone:.2f} / {batched:.2f} = "
+        f"{c['ceiling']:.2f}× over {few}"
+    )
+    rest = _rest_ms(cells, few)
+    if rest is not None and rest > 0:
+        whole = cores * (alone + rest) / (batched + rest)
+        text += (
+            f"; a whole lookup also spends {rest:.2f} ms outside the model at {few} caller "
+            f"(k-NN, reads, analysis, Python: nothing a batch shares, and mostly under "
+            f"the GIL), so {cores} × ({alone:.2f} + {rest:.2f}) / ({batched:.2f} + "
+            f"{rest:.2f}) = **{whole:.2f}×** bounds the lookups"
+        )
+    return [text + " (issue 22 asks 2.5×).", ""]
 
 
 def _render(results: dict[str, Any]) -> str:
@@ -721,7 +789,9 @@ def _render(results: dict[str, Any]) -> str:
             )
             lines.append(f"| {_label(key)} | " + " | ".join(cells) + " |")
         lines.append("")
-        lines += _render_breakdown([b for b in lat.get("breakdown", []) if b["size"] == size])
+        cells_here = [b for b in lat.get("breakdown", []) if b["size"] == size]
+        lines += _render_ceiling(results.get("ceiling") or {}, few, many, cells_here)
+        lines += _render_breakdown(cells_here)
     ex = lat["exact"]
     lines += [
         f"Exact hits on the ONNX + micro-batching cache: p50 {ex['p50_us']:.0f} µs, p95 "
@@ -825,6 +895,8 @@ def run_latency_bench(
     if data is not None and pairs > 0:
         log(f"QQP precision on {pairs} pairs per backend ...")
         results["qqp"] = _qqp(raws, data, pairs, seed)
+    log("the model's ceiling ...")
+    results["ceiling"] = _ceiling(raws["fp32"], queries[:2000], os.cpu_count() or 1)
     results["load"].append(("after the vector checks", _load1()))
     with tempfile.TemporaryDirectory(prefix="agent-cache-latency-") as tmpdir:
         log("latency ...")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from agent_cache.bench.latency import SECTION_END, SECTION_START, run_latency_bench
@@ -62,3 +63,29 @@ def test_latency_bench_writes_its_own_section(tmp_path: Path) -> None:
     assert "Where the time goes" in text and "| k-NN pass |" in text
     # every contender searched a filled scope: 40 entries in each of the two scopes
     assert result["latency"]["entries_by_scope"] == [40, 40]
+
+
+def test_ceiling_is_measured_on_the_model_and_bounds_the_gain() -> None:
+    """The ceiling line: cores × (one text alone / one text of a batch), in CPU time."""
+    from agent_cache.bench.latency import _ceiling, _render_ceiling
+
+    class Costly(HashEmbedder):
+        def embed(self, texts):  # a fixed CPU cost per call plus one per text
+            end = time.thread_time() + 0.002 + 0.001 * len(texts)
+            while time.thread_time() < end:
+                pass
+            return super().embed(texts)
+
+    texts = [f"question number {i} about something" for i in range(40)]
+    c = _ceiling(Costly(dim=8), texts, cores=2, batch=8)
+    assert c["texts"] == 40 and c["batch"] == 8
+    assert c["alone_ms"] > c["batched_ms"] > 0  # the per-call cost is shared in a batch
+    assert 2.0 < c["ceiling"] < 2 * 3.0 / 1.25 + 0.5  # 2 × (3 ms / 1.25 ms), loosely
+    line = "\n".join(_render_ceiling(c, 1, 8))
+    assert f"{c['ceiling']:.2f}×" in line and "2 cores" in line
+    # with the rest of a lookup (3 ms outside the model, at one caller) the bound shrinks
+    cells = [{"callers": 1, "lookups": 10, "total": {"lookup": 0.05, "embed (caller)": 0.02}}]
+    whole = 2 * (c["alone_ms"] + 3.0) / (c["batched_ms"] + 3.0)
+    line = "\n".join(_render_ceiling(c, 1, 8, cells))
+    assert f"**{whole:.2f}×**" in line and whole < c["ceiling"]
+    assert _ceiling(Costly(dim=8), texts[:3], cores=2) == {}  # too few texts: no claim
