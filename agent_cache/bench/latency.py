@@ -644,7 +644,7 @@ def _rest_ms(cells: Sequence[dict[str, Any]], callers: int) -> float | None:
     for b in cells:
         if b["callers"] == callers and b["lookups"]:
             total = b["total"]
-            return (total["lookup"] - total["embed (caller)"]) * 1000 / b["lookups"]
+            return float(total["lookup"] - total["embed (caller)"]) * 1000 / float(b["lookups"])
     return None
 
 
