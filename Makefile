@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: demo test test-unit services install bench bench-latency lint check
+.PHONY: demo test test-unit services install bench bench-deps bench-latency bench-semantic lint check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,9 +64,16 @@ test-unit: install
 bench: install
 	$(BIN)/agent-cache bench core
 
-bench-latency: install
+# the peer (GPTCache) that the latency and semantic sections measure side by side
+bench-deps: install
 	$(PIP) install --quiet -c constraints.txt -e '.[bench]'
+
+bench-latency: bench-deps
 	$(BIN)/agent-cache bench latency
+
+# QQP_DATA: labeled pairs ({a, b, label} JSON lines), e.g. QQP's qqp_dev.jsonl
+bench-semantic: bench-deps
+	$(BIN)/agent-cache bench semantic --pairs 4000 --data $(QQP_DATA)
 
 lint: install
 	$(BIN)/ruff check agent_cache integrations tests
