@@ -68,6 +68,9 @@ class MicroBatcher:
         max_wait_ms: longest wait for more requests before a pass, used only while the
             traffic is concurrent (another request is waiting, or this one arrived while
             the previous pass ran); ``0`` never waits (batches still form from the queue).
+            The default, 200 µs, lets callers that arrive together share a pass without
+            holding a core idle: with 8 callers on 2 cores, 2 ms gave 1.55× one caller's
+            lookups/s and 0.2 ms 1.80× (``bench latency``'s cells at 5,000 entries).
         passes: most passes running at once (None: :func:`default_passes` for the inner
             embedder's ``threads``); 1 runs one pass at a time.
 
@@ -87,7 +90,7 @@ class MicroBatcher:
         inner: Embedder,
         *,
         max_batch: int = 32,
-        max_wait_ms: float = 2.0,
+        max_wait_ms: float = 0.2,
         passes: int | None = None,
     ) -> None:
         if max_batch < 1:
