@@ -167,6 +167,17 @@ def _means(words: Sequence[str], i: int) -> bool:
     return (after in _AGENTS and rest[:1] == ["do"]) or (after == "be" and rest[:1] == ["done"])
 
 
+def _plan(words: Sequence[str], i: int) -> bool:
+    """ "What would you do ...?", "What will we do ...?": a plan or a choice, not a way,
+    so never the same question as "What should you do ...?"."""
+    return (
+        _MODALS.get(words[i]) == "prediction"
+        and _means(words, i)
+        and words[i - 1] == "what"
+        and words[i + 1] in _AGENTS
+    )
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
@@ -176,6 +187,9 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
                 continue
             out.add(_MODAL_PHRASES[pair])
         elif w in _MODALS:
+            if _plan(words, i):
+                out.add("plan")
+                continue
             if _means(words, i) and not w.endswith("n't") and w != "cannot":
                 continue
             # "will" as a noun ("a will", "my will") is not a modal

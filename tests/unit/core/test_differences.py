@@ -252,6 +252,8 @@ def test_a_question_of_means_asks_for_a_way_whatever_its_modal(query: str, store
         ("How much can I contribute to an IRA?", "How much should I contribute to an IRA?"),
         ("How long can I leave rice out?", "How long should I leave rice out?"),
         ("What can I eat while pregnant?", "What should I eat while pregnant?"),
+        ("What would you do with a million dollars?", "What should you do with a million dollars?"),
+        ("What will you do after graduation?", "What should you do after graduation?"),
         ("Should I wear a helmet?", "Must I wear a helmet?"),
     ],
 )
