@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_cache import lexicon as lx
+
 __all__ = ["frame_differences"]
 
 _MODAL_PHRASES: dict[tuple[str, ...], str] = {
@@ -130,14 +132,13 @@ _LEARN_VERBS = frozenset({"know", "learn", "understand", "find", "figure", "ask"
 _EMBEDDED = frozenset(
     {"how", "what", "why", "when", "where", "which", "who", "whom", "whose", "whether", "if"}
 )
-_OPENERS = frozenset({"so", "ok", "okay", "hi", "hey", "hello", "well", "please", "and", "but"})
 
 
 def _wrapper(words: Sequence[str], i: int) -> bool:
     """Whether the modal phrase at ``i`` (two words) opens a request wrapper: a
     sentence-initial "I" before it (after an opener at most), a verb of learning after it
     ("find out", "figure out" included) and then an embedded question."""
-    if i < 1 or words[i - 1] != "i" or not (i == 1 or words[i - 2] in _OPENERS):
+    if i < 1 or words[i - 1] != "i" or not (i == 1 or words[i - 2] in lx.OPENERS):
         return False
     j = i + 2
     if j >= len(words) or words[j] not in _LEARN_VERBS:

@@ -998,14 +998,13 @@ _AUXILIARIES = frozenset(
     "is are was were am do does did can could will would should shall may might must has "
     "have had".split()
 )
-_OPENING_FILLERS = frozenset({"so", "ok", "okay", "hi", "hey", "hello", "well", "please", "and"})
 
 
 def _opener(toks: Sequence[_Tok]) -> str:
     """How the question opens: ``"polar"`` (an auxiliary first: "Is plasma ...?"), else
     its first word ("why", "how", ...), openers like "so" and "ok" skipped."""
     for t in toks:
-        if t.kind == "sym" or t.low in _OPENING_FILLERS:
+        if t.kind == "sym" or t.low in lx.OPENERS:
             continue
         return "polar" if t.low in _AUXILIARIES else t.low
     return ""

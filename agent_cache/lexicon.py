@@ -25,6 +25,7 @@ __all__ = [
     "MONTHS",
     "NEGATIONS",
     "NUMBER_WORDS",
+    "OPENERS",
     "OPPOSITE_PAIRS",
     "ORDINALS",
     "QUESTION_WORDS",
@@ -92,12 +93,12 @@ DIRECTION_OPPOSITES = frozenset(
         ("before", "after"),
         ("with", "without"),
         ("with", "against"),
-        ("inside", "outside"),
-        ("inbound", "outbound"),
-        ("upward", "downward"),
-        ("forward", "backward"),
     }
 )
+
+# Words a question may open with before its first real word ("So, is it safe?", "OK how
+# do I ..."): skipped when reading how a question opens.
+OPENERS = frozenset({"so", "ok", "okay", "hi", "hey", "hello", "well", "please", "and", "but"})
 
 # Connectors around which arguments may be swapped without changing the question.
 SYMMETRIC = frozenset({"and", "or", "vs", "v", "versus", "&", ",", "/", "between", "or,"})
