@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from agent_cache import lexicon as lx
 
-__all__ = ["frame_differences"]
+__all__ = ["QUANTIFIERS", "frame_differences"]
 
 _MODAL_PHRASES: dict[tuple[str, ...], str] = {
     ("have", "to"): "obligation",
@@ -224,6 +224,10 @@ def _relations(words: Sequence[str]) -> set[str]:
     return out
 
 
+#: The words of quantifier scope: compared as frames, never matched as synonyms.
+QUANTIFIERS = frozenset(_SCOPE)
+
+
 def _scope(words: Sequence[str]) -> set[str]:
     out = set()
     for i, w in enumerate(words):
@@ -295,7 +299,7 @@ def frame_differences(
         if not one_sided:
             out.append(("modality", sorted(mq), sorted(mc)))
     rq, rc = _relations(query), _relations(candidate)
-    if rq != rc:
+    if rq and rc and rq != rc:  # before vs during; a relation on one side is a detail
         out.append(("relation", sorted(rq - rc), sorted(rc - rq)))
     sq, sc = _scope(query), _scope(candidate)
     if sq and sc and sq != sc:

@@ -181,6 +181,8 @@ class ScoredCandidate:
     refused: str = ""  # the difference analysis' reason, "" when not refused
     equivalent: bool = False
     verifier: float | None = None
+    synonymous: bool = False
+    checked: bool = False  # explained by the model check: served below the threshold
     features: dict[str, float] = field(default_factory=dict)
 
 
@@ -259,10 +261,14 @@ def score_queries(
                 if sim >= min_similarity:
                     a = analyze(p.b, text)
                     cand.refused, cand.equivalent = a.reason, a.equivalent
+                    cand.synonymous = a.synonymous
                     cand.features = semantic.features(sim, None, a)
+                    found = semantic.Candidate(text, text, text, sim)
                     if a.reason:
-                        found = semantic.Candidate(text, text, text, sim)
                         refused.append((cand, semantic.Verdict(found, "refused", a.reason, sim, a)))
+                    elif a.synonymous:  # below a threshold, the model check may serve it
+                        below = semantic.Verdict(found, "below_threshold", "", sim, a)
+                        refused.append((cand, below))
                 else:
                     cand.refused = "below"
                 cands.append(cand)
@@ -277,9 +283,9 @@ def score_queries(
 def _probe(
     refused: Sequence[tuple[ScoredCandidate, semantic.Verdict]],
 ) -> list[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]]:
-    """The model check's probe of one query's refused candidates, as the lookup makes it
-    when nothing is servable (:func:`semantic.synonym_probes`: the best refused for one
-    swapped word or two)."""
+    """The model check's probe of one query's refused (or WordNet-synonymous) candidates,
+    as the lookup makes it when nothing is servable (:func:`semantic.synonym_probes`:
+    the best for one swapped word or two)."""
     found = semantic.synonym_probes([v for _, v in refused])
     return [(refused[p.index][0], refused[p.index][1], p) for p in found]
 
@@ -289,8 +295,9 @@ def _model_check(
     embedder: Embedder,
     batch_size: int,
 ) -> None:
-    """Fold the lookup's model check into the scored candidates: a substitution the
-    embedder explains is no longer a refusal (:func:`semantic.model_checked`)."""
+    """Fold the lookup's model check into the scored candidates: a swap the embedder
+    explains is no longer a refusal and, as in the lookup, is served below the threshold
+    (``checked``; :func:`semantic.model_checked`)."""
     if not probes:
         return
     texts = list(dict.fromkeys(t for _, _, p in probes for t in (p.text, p.masked)))
@@ -299,10 +306,10 @@ def _model_check(
     for cand, verdict, p in probes:
         pair = [vecs[row[p.text]], vecs[row[p.masked]]]
         checked = semantic.model_checked(
-            [verdict], [semantic.SynonymProbe(0, p.text, p.masked)], pair, verifier=False
+            [verdict], [semantic.SynonymProbe(0, p.text, p.masked, p.lexical)], pair, verifier=False
         )[0]
         if checked.outcome == "serve":
-            cand.refused = ""
+            cand.refused, cand.checked = "", True
             if checked.analysis is not None:
                 cand.features = semantic.features(cand.similarity, None, checked.analysis)
 
@@ -360,7 +367,7 @@ def served(
     for c in q.candidates:
         if c.refused:
             continue
-        if c.similarity >= point or (c.equivalent and c.similarity >= floor):
+        if c.similarity >= point or c.checked or (c.equivalent and c.similarity >= floor):
             if mode == "veto" and (c.verifier is None or c.verifier < rerank_threshold):
                 continue
             return c

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_cache import lexicon as lx
-from agent_cache._frames import frame_differences
+from agent_cache._frames import QUANTIFIERS, frame_differences
 
 __all__ = ["REASONS", "Analysis", "Difference", "analyze", "shared_ends"]
 
@@ -266,6 +266,45 @@ def _load_frequencies() -> dict[str, int]:
 class _AllKnown(dict):  # type: ignore[type-arg]
     def get(self, key: Any, default: Any = None) -> int:
         return 1
+
+
+@functools.lru_cache(maxsize=1)
+def _wordnet() -> dict[str, str]:
+    """The WordNet synonym table (``data/wordnet_synonyms.txt.gz``, built by
+    ``scripts/build_wordnet_synonyms.py``): word -> its line's senses, kept as text and
+    read per word (:func:`_senses`). Empty when the file is gone."""
+    import gzip
+    from importlib import resources
+
+    try:
+        raw = resources.files("agent_cache").joinpath("data/wordnet_synonyms.txt.gz")
+        text = gzip.decompress(raw.read_bytes()).decode("utf-8")
+    except OSError:
+        return {}
+    return dict(
+        line.split("\t", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+
+
+@functools.lru_cache(maxsize=8192)
+def _senses(word: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the word's two most frequent senses, the senses they point to as "similar to"
+    or "verb group"), or None for a word WordNet links to no other."""
+    line = _wordnet().get(word)
+    if line is None:
+        return None
+    ids, near = line.split("\t")
+    return frozenset(ids.split()), frozenset(near.split())
+
+
+def _lexical_synonyms(x: _Tok, y: _Tok) -> bool:
+    """Whether WordNet has a sense of ``x`` and one of ``y`` (among each word's two most
+    frequent) that are one synset or linked as "similar to" / "verb group"."""
+    if x.low in QUANTIFIERS or y.low in QUANTIFIERS:
+        return False  # "every" / "all": scope, judged as a frame
+    fx = [f for f in map(_senses, x.lemmas | {x.low}) if f is not None]
+    fy = [f for f in map(_senses, y.lemmas | {y.low}) if f is not None] if fx else []
+    return any(ia & ib or ia & nb or na & ib for ia, na in fx for ib, nb in fy)
 
 
 @functools.lru_cache(maxsize=1)
@@ -625,7 +664,8 @@ class Difference:
 
     Attributes:
         kind: a refusal reason from :data:`REASONS`, or an explained difference
-            (``typo``, ``synonym``, ``acronym``, ``filler``, ``detail``).
+            (``typo``, ``synonym``, ``lexical`` (a WordNet synonym), ``acronym``,
+            ``filler``, ``repeat``, ``detail``).
         query: the query's side ("" when the query has nothing there).
         candidate: the candidate's side.
         refuses: whether this difference alone refuses the candidate.
@@ -653,6 +693,10 @@ class Analysis:
             lemma, synonym, acronym or as a typo): the texts ask the same thing in other
             words, so a lower similarity than the threshold may serve them.
         shared: how many content words were matched.
+        synonymous: equivalent but for a word matched only as a WordNet synonym
+            (``lexical``): one sense of each word agrees, so the texts may ask the same
+            thing; the semantic layer serves such a pair from a higher similarity than
+            an equivalent one.
     """
 
     query: str
@@ -660,6 +704,7 @@ class Analysis:
     differences: tuple[Difference, ...] = field(default_factory=tuple)
     equivalent: bool = False
     shared: int = 0
+    synonymous: bool = False
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -791,6 +836,8 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
     if how == "exact":
         return x.low == y.low
     if how == "same":
+        if (x.entity or x.acronym) and (y.entity or y.acronym):  # "IIT" / "IITs"
+            return _singular(x.low) == _singular(y.low)
         return bool(x.lemmas & y.lemmas)
     if how == "synonym":
         return bool(x.groups & y.groups)
@@ -800,6 +847,8 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
         return False
     if how == "spelling":
         return _spelling_variants(x.low, y.low)
+    if how == "lexical":
+        return x.content and y.content and _lexical_synonyms(x, y) and not _opposite(x, y)
     if how == "derived":
         return _derived(x.low, y.low) and not _opposite(x, y)
     return _typo(x.low, y.low) and not _opposite(x, y)
@@ -1027,15 +1076,17 @@ def _polar_against_wh(
 def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
     """Match content words (and any leftover word a typo can reach) from q to c.
 
-    Passes from the surest to the loosest: same lemma, synonym, derived form, typo; a
-    word matched by one pass is out of the later ones.
+    Passes from the surest to the loosest: same lemma, synonym, spelling, abbreviation, a
+    WordNet synonym (``lexical``), derived form, typo; a word matched by one pass is out
+    of the later ones.
     """
     pairs: dict[int, int] = {}
     notes: list[Difference] = []
     taken: set[int] = set()
     qs = [x for x in q if not x.used and x.kind != "sym"]
     cs = [y for y in c if not y.used and y.kind != "sym"]
-    for how in ("exact", "same", "synonym", "spelling", "abbreviation", "derived", "typo"):
+    passes = ("exact", "same", "synonym", "spelling", "abbreviation", "lexical", "derived", "typo")
+    for how in passes:
         for x in qs:
             if x.pos in pairs:
                 continue
@@ -1233,7 +1284,14 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
             )
             return Analysis(query, candidate, (refusal,))
         found = _analyze(*window, case_sensitive=case_sensitive)
-        return Analysis(query, candidate, found.differences, found.equivalent, found.shared)
+        return Analysis(
+            query,
+            candidate,
+            found.differences,
+            found.equivalent,
+            found.shared,
+            found.synonymous,
+        )
     return _analyze(query, candidate, case_sensitive=case_sensitive)
 
 
@@ -1251,21 +1309,12 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     matched_c = set(pairs.values())
     left_q = [t for t in q if t.pos not in pairs and not t.used and t.kind != "sym"]
     left_c = [t for t in c if t.pos not in matched_c and not t.used and t.kind != "sym"]
+    left_q, left_c, repeats = _without_repeats(q, c, left_q, left_c)
+    if repeats:
+        diffs.append(Difference("repeat", " ".join(t.text for t in repeats), "", False))
 
     diffs += _unmatched_differences(q, c, left_q, left_c)
-
-    dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
-    dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
-    if any(
-        (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
-    ):
-        diffs.append(_diff("direction", sorted(dq), sorted(dc)))
-
-    swap = _swapped(q, c, pairs)
-    if swap is not None:
-        diffs.append(swap)
-    elif not any(d.kind == "direction" for d in diffs):
-        diffs += _turned(q, c)
+    diffs += _direction_differences(q, c, left_q, left_c, pairs)
 
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
@@ -1285,14 +1334,79 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     fc = Counter(_agreed(t.low) for t in left_c if not t.content and t.low not in _ARTICLES)
     equivalent = (
         not any(d.refuses for d in diffs)
-        and not (uq or uc or fillers)
+        and not (uq or uc or fillers or repeats)
         and fq == fc
         and not any(d.kind == "derived" for d in diffs)
         and _tense(q) == _tense(c)  # "were" aligns with "are" (one lemma): a rewording
     )
+    # a WordNet synonym holds for some sense of each word, not surely this one: the pair
+    # is "synonymous", left to the similarity and the model check
+    lexical = any(d.kind == "lexical" for d in diffs)
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
-    return Analysis(query, candidate, tuple(diffs), equivalent and shared > 0, shared)
+    same = equivalent and shared > 0
+    return Analysis(query, candidate, tuple(diffs), same and not lexical, shared, same and lexical)
+
+
+def _direction_differences(
+    q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok], pairs: dict[int, int]
+) -> list[Difference]:
+    """Opposed directions left over ("to" / "from"), swapped arguments, or one word
+    headed by opposite directions."""
+    out: list[Difference] = []
+    dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
+    dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
+    if any(
+        (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
+    ):
+        out.append(_diff("direction", sorted(dq), sorted(dc)))
+    swap = _swapped(q, c, pairs)
+    if swap is not None:
+        out.append(swap)
+    elif not out:
+        out += _turned(q, c)
+    return out
+
+
+def _word_forms(t: _Tok) -> set[str]:
+    """A word's lemmas, its lower-cased text and that without a plural "s" ("IITs")."""
+    return set(t.lemmas) | {t.low, _singular(t.low)}
+
+
+def _without_repeats(
+    q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]
+) -> tuple[list[_Tok], list[_Tok], list[_Tok]]:
+    """The left-over words without second mentions, and those. A word said twice on one
+    side and once on the other ("India ... because India is poor") adds nothing, but
+    alignment is one to one, so the second mention is left over."""
+    repeats = _repeated(left_q, q, c, left_c) + _repeated(left_c, c, q, left_q)
+    if not repeats:
+        return left_q, left_c, []
+    gone = {id(t) for t in repeats}
+    return (
+        [t for t in left_q if id(t) not in gone],
+        [t for t in left_c if id(t) not in gone],
+        repeats,
+    )
+
+
+def _repeated(
+    left: Sequence[_Tok], side: Sequence[_Tok], other: Sequence[_Tok], other_left: Sequence[_Tok]
+) -> list[_Tok]:
+    """The left-over content words of ``side`` that repeat a word ``side`` already says
+    and ``other`` says too: a second mention, not a new word. None while ``other`` has a
+    new word of its own left over, which the repeat may stand in for ("than the dog" /
+    "than the cat" after "the cat")."""
+    if any(u.content and not _repeats_any(u, other, side) for u in other_left):
+        return []
+    return [t for t in left if t.content and _repeats_any(t, side, other)]
+
+
+def _repeats_any(t: _Tok, side: Sequence[_Tok], other: Sequence[_Tok]) -> bool:
+    forms = _word_forms(t)
+    return any(u is not t and forms & _word_forms(u) for u in side) and any(
+        forms & _word_forms(u) for u in other
+    )
 
 
 def _headed(toks: Sequence[_Tok]) -> dict[str, str]:
@@ -1452,8 +1566,9 @@ _WARM = threading.Event()
 
 
 def warm() -> None:
-    """Load the analysis data now (the word-frequency list, stemmer, lemma tables and the
-    compiled rules), once per process, so no request pays for it (~0.3 s on 2 cores).
+    """Load the analysis data now (the word-frequency list, stemmer, lemma tables, the
+    WordNet synonyms and the compiled rules), once per process, so no request pays for
+    it (~0.3 s on 2 cores).
 
     Example:
         >>> warm()  # idempotent; the second call returns at once
@@ -1463,5 +1578,6 @@ def warm() -> None:
     _Dictionary.frequency("the")
     _stem("resetting")
     _lemmas("passwords")
+    _wordnet()
     analyze("How do I reset my password today?", "How can I reset my passwords tomorrow?")
     _WARM.set()

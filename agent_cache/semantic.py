@@ -72,6 +72,13 @@ SYNONYM_MOVE_RATIO = 0.40
 #: ... and its cosine is at least this (between :data:`EQUIVALENT_FLOOR` and the default
 #: threshold: a swap the model explains is not a pure rewording).
 SYNONYM_FLOOR = 0.80
+#: The model check of a pair *synonymous* by WordNet
+#: (:attr:`~agent_cache.differences.Analysis.synonymous`: one sense of each word is the
+#: same), below the threshold: two signals must agree, so the embedder's bar is looser
+#: than for an unexplained swap ("halt" -> "stop" 0.41, "purpose" -> "function" 0.64;
+#: a WordNet sense the question does not mean moves it more: "boss so mean" -> "so
+#: average" 1.60).
+LEXICAL_MOVE_RATIO = 0.80
 _MASK = "something"
 
 
@@ -284,30 +291,41 @@ class SynonymProbe:
     index: int
     text: str
     masked: str
+    lexical: bool = False  # a WordNet synonym below the threshold, not a refusal
 
 
 def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
-    """The best verdict refused for one unexplained substitution of at most two words at
-    a cosine from :data:`SYNONYM_FLOOR`, with the texts the model check embeds; none when
-    a candidate is servable already. One probe at most: one new text to embed (the query
-    itself is in the embedder's memo), so the check costs one short embedding."""
+    """The best verdict the model check may explain, with the texts it embeds: refused
+    for one unexplained substitution of at most two words, or below the threshold and
+    *synonymous* by WordNet (one swapped word), at a cosine from :data:`SYNONYM_FLOOR`;
+    none when a candidate is servable already. One probe at most: one new text to embed
+    (the query itself is in the embedder's memo), so the check costs one short
+    embedding."""
     if any(v.outcome in ("serve", "verify") for v in verdicts):
         return []
-    out: list[SynonymProbe] = []
     for i, v in sorted(enumerate(verdicts), key=lambda iv: -iv[1].score):
         a = v.analysis
-        if v.outcome != "refused" or v.reason != "substitution" or a is None:
+        if a is None or v.score < SYNONYM_FLOOR:
             continue
-        if v.score < SYNONYM_FLOOR or len(a.refusals) != 1:
+        lexical = v.outcome == "below_threshold" and a.synonymous
+        if lexical:
+            swaps = [d for d in a.differences if d.kind == "lexical"]
+            if len(swaps) != 1:
+                continue
+            span = swaps[0].query.split()
+        elif v.outcome == "refused" and v.reason == "substitution" and len(a.refusals) == 1:
+            span = a.refusals[0].query.split()
+            if not a.refusals[0].candidate:
+                continue
+        else:
             continue
-        span = a.refusals[0].query.split()
-        if not span or len(span) > 2 or not a.refusals[0].candidate:
+        if not span or len(span) > 2:
             continue
         pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in span) + r"(?!\w)"
         masked, n = re.subn(pattern, _MASK, a.query, count=1, flags=re.IGNORECASE)
         if n:
-            return [SynonymProbe(i, a.query, masked)]
-    return out
+            return [SynonymProbe(i, a.query, masked, lexical)]
+    return []
 
 
 def model_checked(
@@ -318,10 +336,10 @@ def model_checked(
     verifier: bool,
 ) -> list[Verdict]:
     """Fold the model check in: ``vectors`` holds the unit embeddings of each probe's
-    ``text`` then ``masked``, in probe order. A substitution that moves the query less
-    than :data:`SYNONYM_MOVE_RATIO` of what deleting the span moves it is explained
-    (a ``model`` difference, allowed) and the candidate is served (or verified);
-    every other verdict is returned unchanged."""
+    ``text`` then ``masked``, in probe order. A swap that moves the query less than
+    :data:`SYNONYM_MOVE_RATIO` (:data:`LEXICAL_MOVE_RATIO` for a WordNet synonym) of
+    what deleting the span moves it is explained (a ``model`` difference, allowed) and
+    the candidate is served (or verified); every other verdict is returned unchanged."""
     out = list(verdicts)
     for k, probe in enumerate(probes):
         v = out[probe.index]
@@ -329,17 +347,23 @@ def model_checked(
         text, masked = vectors[2 * k], vectors[2 * k + 1]
         drop = 1.0 - float(np.dot(np.asarray(text), np.asarray(masked)))
         move = 1.0 - v.score
-        if drop <= 0.0 or move > SYNONYM_MOVE_RATIO * drop:
+        ratio = LEXICAL_MOVE_RATIO if probe.lexical else SYNONYM_MOVE_RATIO
+        if drop <= 0.0 or move > ratio * drop:
             continue
-        sub = v.analysis.refusals[0]
-        note = Difference("model", sub.query, sub.candidate, False)
-        kept = tuple(d for d in v.analysis.differences if d is not sub)
+        if probe.lexical:
+            swap = next(d for d in v.analysis.differences if d.kind == "lexical")
+            kept = v.analysis.differences
+        else:
+            swap = v.analysis.refusals[0]
+            kept = tuple(d for d in v.analysis.differences if d is not swap)
+        note = Difference("model", swap.query, swap.candidate, False)
         analysis = Analysis(
             v.analysis.query,
             v.analysis.candidate,
             (*kept, note),
             False,
             v.analysis.shared,
+            v.analysis.synonymous,
         )
         outcome = "verify" if verifier else "serve"
         out[probe.index] = Verdict(v.candidate, outcome, "", v.score, analysis, v.verifier)

@@ -64,6 +64,10 @@ def test_held_out_paraphrases_hit_and_its_traps_are_refused(minilm: Any) -> None
     with LayeredCache(path=None, embedder=minilm) as cache:
         hits = _decide(cache, [(r["query"], r["stored"]) for r in HELD_OUT])
         refused = cache.stats().refused
+        # every lookup whose candidate was refused is counted as a refusal (the other
+        # traps fall below the threshold: "What does a dentist earn?" / "... do?" leaves
+        # one word, a detail)
+        explained = [cache.explain(r["query"], context=f"pair {i}") for i, r in enumerate(HELD_OUT)]
     served = [r for r, hit in zip(HELD_OUT, hits, strict=True) if hit and r["label"] == "refuse"]
     assert not served, served
     by_kind: Counter[str] = Counter()
@@ -73,8 +77,10 @@ def test_held_out_paraphrases_hit_and_its_traps_are_refused(minilm: Any) -> None
             total[r["kind"]] += 1
             by_kind[r["kind"]] += hit
     rates = {k: by_kind[k] / total[k] for k in total}
-    # measured at 7/16 synonyms and >= 90 % for every other kind; the bar leaves noise room
-    assert rates["synonym"] >= 0.35, rates
+    # measured at 9/16 synonyms and >= 90 % for every other kind; the bar leaves noise room
+    assert rates["synonym"] >= 0.5, rates
     assert all(rate >= 0.85 for kind, rate in rates.items() if kind != "synonym"), rates
     assert sum(by_kind.values()) / sum(total.values()) >= 0.8, rates
-    assert sum(refused.values()) >= sum(1 for r in HELD_OUT if r["label"] == "refuse")
+    refusals = sum(1 for e in explained if e.verdicts and e.verdicts[0].outcome == "refused")
+    traps = sum(1 for r in HELD_OUT if r["label"] == "refuse")
+    assert refusals >= traps - 5 and sum(refused.values()) == refusals, refused

@@ -73,6 +73,8 @@ def test_the_wheel(dists: tuple[Path, Path]) -> None:
     urls = meta.get_all("Project-URL") or []
     assert {u.split(",")[0] for u in urls} >= {"Homepage", "Documentation", "Issues", "Changelog"}
     assert "agent_cache/cli.py" in names and "agent_cache/py.typed" in names
+    # the analysis' WordNet synonyms travel with the code (nothing is fetched at run time)
+    assert "agent_cache/data/wordnet_synonyms.txt.gz" in names
     assert [n for n in names if not _not_packaged(n)] == []
 
 
@@ -81,4 +83,5 @@ def test_the_sdist(dists: tuple[Path, Path]) -> None:
     with tarfile.open(sdist) as tf:
         names = [m.name.split("/", 1)[1] for m in tf.getmembers() if "/" in m.name]
     assert "LICENSE" in names and "pyproject.toml" in names and "agent_cache/cli.py" in names
+    assert "agent_cache/data/wordnet_synonyms.txt.gz" in names
     assert [n for n in names if not _not_packaged(n)] == []
