@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
@@ -120,6 +121,9 @@ class RedisStore:
         self._timeout = timeout
         self.breaker = breaker
         self._set_script: Any = None  # the Lua of set(), registered on first use
+        # one client per store: threads racing to create it each made one, and the one
+        # dropped closed its pool under the pipelines still using it
+        self._client_lock = threading.Lock()
 
     @property
     def prefix(self) -> str:
@@ -608,9 +612,11 @@ return seen
     def close(self) -> None:
         """Close the client if this store created it; a client passed in is left open."""
         if self._owns_client and self._client is not None:
-            client, self._client = self._client, None
-            with self._errors("close", guarded=False):
-                client.close()
+            with self._client_lock:
+                client, self._client = self._client, None
+            if client is not None:
+                with self._errors("close", guarded=False):
+                    client.close()
 
     def __enter__(self) -> RedisStore:
         return self
@@ -651,14 +657,21 @@ return seen
         return f"{self._prefix}c:{counter}"
 
     def _redis(self) -> Any:
-        if self._client is None:
-            limits: dict[str, float] = {}
-            if self._timeout is not None:
-                limits = {"socket_timeout": self._timeout, "socket_connect_timeout": self._timeout}
-            self._client = self._redis_module.Redis.from_url(
-                self._url, decode_responses=True, **limits
-            )
-        return self._client
+        client = self._client
+        if client is not None:
+            return client
+        with self._client_lock:
+            if self._client is None:
+                limits: dict[str, float] = {}
+                if self._timeout is not None:
+                    limits = {
+                        "socket_timeout": self._timeout,
+                        "socket_connect_timeout": self._timeout,
+                    }
+                self._client = self._redis_module.Redis.from_url(
+                    self._url, decode_responses=True, **limits
+                )
+            return self._client
 
     @contextmanager
     def _errors(self, op: str, key: str | None = None, guarded: bool = True) -> Iterator[None]:
