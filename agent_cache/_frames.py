@@ -88,7 +88,9 @@ _RELATIONS = {
     "until": "until",
     "till": "until",
     "since": "since",
+    "within": "within",
 }
+_DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this"})
 
 _SCOPE = {
     "every": "all",
@@ -168,6 +170,18 @@ def _means(words: Sequence[str], i: int) -> bool:
     return (after in _AGENTS and rest[:1] == ["do"]) or (after == "be" and rest[:1] == ["done"])
 
 
+def _means_phrase(words: Sequence[str], i: int) -> bool:
+    """ "What do I need to do to ...?", "What do we have to do to ...?": the two-word
+    modal at ``i`` in a question of means (see :func:`_means`)."""
+    return (
+        i >= 3
+        and words[i - 3] == "what"
+        and words[i - 2] in ("do", "does")
+        and words[i - 1] in _AGENTS
+        and words[i + 2 : i + 3] == ["do"]
+    )
+
+
 def _plan(words: Sequence[str], i: int) -> bool:
     """ "What would you do ...?", "What will we do ...?": a plan or a choice, not a way,
     so never the same question as "What should you do ...?"."""
@@ -184,7 +198,7 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
     for i, w in enumerate(words):
         pair = (w, words[i + 1]) if i + 1 < len(words) else None
         if pair in _MODAL_PHRASES:
-            if _wrapper(words, i):
+            if _wrapper(words, i) or _means_phrase(words, i):
                 continue
             out.add(_MODAL_PHRASES[pair])
         elif w in _MODALS:
@@ -226,6 +240,30 @@ def _relations(words: Sequence[str]) -> set[str]:
 
 #: The words of quantifier scope: compared as frames, never matched as synonyms.
 QUANTIFIERS = frozenset(_SCOPE)
+
+
+def _relation_heads(words: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The relations each word right after a relation word falls under ("wait *before*
+    eating *after* taking": eating -> before, taking -> after; "*before and after* a
+    run": run -> both), determiners skipped."""
+    out: dict[str, frozenset[str]] = {}
+    pending: set[str] = set()
+    for i, w in enumerate(words):
+        rel = _RELATIONS.get(w)
+        if rel is None:
+            continue
+        pending.add(rel)
+        j = i + 1
+        while j < len(words) and words[j] in _DETERMINERS:
+            j += 1
+        if j >= len(words):
+            break
+        if words[j] in lx.SYMMETRIC and j + 1 < len(words) and words[j + 1] in _RELATIONS:
+            continue  # "before and after ...": the next relation's word takes both
+        if words[j] not in _RELATIONS and words[j] not in out:
+            out[words[j]] = frozenset(pending)
+        pending = set()
+    return out
 
 
 def _scope(words: Sequence[str]) -> set[str]:
@@ -301,6 +339,13 @@ def frame_differences(
     rq, rc = _relations(query), _relations(candidate)
     if rq and rc and rq != rc:  # before vs during; a relation on one side is a detail
         out.append(("relation", sorted(rq - rc), sorted(rc - rq)))
+    elif rq and rq == rc:  # the same relations around other words: their order turned
+        hq, hc = _relation_heads(query), _relation_heads(candidate)
+        turned = sorted(w for w in hq.keys() & hc.keys() if hq[w] != hc[w])
+        if turned:
+            out.append(
+                ("relation", [f"{hq[w]} {w}" for w in turned], [f"{hc[w]} {w}" for w in turned])
+            )
     sq, sc = _scope(query), _scope(candidate)
     if sq and sc and sq != sc:
         out.append(("scope", sorted(sq - sc), sorted(sc - sq)))

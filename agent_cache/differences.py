@@ -116,6 +116,13 @@ _CONTRACTIONS = {
     "ain't": ("is", "not"),
     "i'm": ("i", "am"),
     "let's": ("let", "us"),
+    # the same, typed without the apostrophe ("Whats the routing number?")
+    "whats": ("what", "is"),
+    "hows": ("how", "is"),
+    "wheres": ("where", "is"),
+    "whos": ("who", "is"),
+    "thats": ("that", "is"),
+    "theres": ("there", "is"),
 }
 _S_IS = frozenset(
     {
@@ -420,6 +427,7 @@ class _Tok:
     parts: tuple[str, ...] = ()
     used: bool = False  # consumed by an acronym or a temporal/number reading
     acronym: bool = False  # "US", "IT", or a capital letter mid-sentence ("type A")
+    compound: int = 0  # the pieces of one hyphenated word share a number > 0
 
     @property
     def content(self) -> bool:
@@ -481,10 +489,12 @@ def _tokenize(text: str) -> list[_Tok]:
             continue
         before = text[: m.start()].rstrip()
         sentence_start = not before or before[-1] in _SENTENCE_END
-        for i, (piece, low) in enumerate(_split_word(raw, raw.lower())):
+        pieces = _split_word(raw, raw.lower())
+        compound = m.start() + 1 if "-" in raw and len(pieces) > 1 else 0
+        for i, (piece, low) in enumerate(pieces):
             if not low:
                 continue
-            tok = _Tok(piece, low, len(toks))
+            tok = _Tok(piece, low, len(toks), compound=compound)
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
@@ -785,12 +795,17 @@ def _typo(a: str, b: str) -> bool:
 def _morphological_opposites(a: str, b: str) -> bool:
     """Opposites by form: un-/dis-/in-/de-/non- + word, a swapped prefix, -ful/-less.
 
-    Both must be dictionary words: "decending" is a typo of "descending", not its
-    opposite.
+    One must be a dictionary word, and an unknown one more than one edit from it:
+    "decending" is a typo of "descending", not its opposite; "unarchive" is not a typo.
     """
     if a == b or min(len(a), len(b)) < 3 or not (a.isalpha() and b.isalpha()):
         return False
-    if _Dictionary.frequency(a) == 0 or _Dictionary.frequency(b) == 0:
+    known_a, known_b = _Dictionary.frequency(a) > 0, _Dictionary.frequency(b) > 0
+    if not (known_a or known_b):
+        return False
+    # an unknown word one edit from the other is its typo; two or more edits apart it is
+    # a word the dictionary lacks ("unarchive", "offboard"), read by its prefix
+    if not (known_a and known_b) and _osa(a, b, 1) <= 1:
         return False
     short, long_ = sorted((a, b), key=len)
     for p in _PREFIXES:
@@ -801,12 +816,16 @@ def _morphological_opposites(a: str, b: str) -> bool:
             return len(a) - len(s1) >= 3
         if b.endswith(s1) and a.endswith(s2) and b[: -len(s1)] == a[: -len(s2)] != "":
             return len(b) - len(s1) >= 3
-    # one stem under two prefixes: ascending/descending, import/export, inbound/outbound
+    # one stem under two prefixes: ascending/descending, import/export, inbound/outbound,
+    # reactivate/deactivate (whose common ending "eactivate" runs into the prefixes: every
+    # split of it is tried)
     n = 0
     while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
         n += 1
-    if n >= 4:
-        pa, pb = a[: len(a) - n], b[: len(b) - n]
+    for cut in range(n, 2, -1):
+        pa, pb = a[: len(a) - cut], b[: len(b) - cut]
+        if cut == 3 and min(len(pa), len(pb)) < 2:
+            continue  # a three-letter stem only under two real prefixes: prepay/repay
         if pa and pb and pa != pb and pa in _SWAP_PREFIXES and pb in _SWAP_PREFIXES:
             return True
     return False
@@ -977,9 +996,9 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
                 if spelled == target:
                     break
             if spelled == target and len(run) >= 2:
-                for t in run:
-                    t.used = True
-                tok.used = True
+                for t in run:  # spelled out, not a date: "annual percentage yield" (APY)
+                    t.used, t.temporal = True, None
+                tok.used, tok.temporal = True, None  # "APR" spelled out is not April
                 found.append(Difference("acronym", tok.text, " ".join(t.text for t in run), False))
                 break
     return found
@@ -1182,13 +1201,31 @@ def _relation_swap(
     return None
 
 
+_HEAD_SKIP = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "its"})
+
+
+def _head(toks: list[_Tok], i: int) -> str:
+    """The function word that introduces the word at ``i`` ("in [the] EU", "if [my]
+    flight"), or "" when a content word or the start comes first."""
+    j = i - 1
+    while j >= 0 and toks[j].low in _HEAD_SKIP:
+        j -= 1
+    return toks[j].low if j >= 0 and not toks[j].content else ""
+
+
 def _permuted(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference | None:
     """Two aligned content words that traded places across a shared one, with no
-    symmetric connector between them (see :func:`_swapped`)."""
+    symmetric connector between them (see :func:`_swapped`). Two phrases that moved
+    whole, each still introduced by the same function word ("In the EU, am I entitled
+    ... if my flight is delayed?" / "If my flight is delayed, am I entitled ... in the
+    EU?"), are a reordering, not a swap."""
     args = sorted((i, j) for i, j in pairs.items() if q[i].content)
     for k, (a_q, a_c) in enumerate(args):
         for b_q, b_c in args[k + 1 :]:
             if a_c < b_c:
+                continue
+            ha, hb = _head(q, a_q), _head(q, b_q)
+            if ha and hb and ha == _head(c, a_c) and hb == _head(c, b_c):
                 continue
             for p_q, p_c in args:
                 if a_q < p_q < b_q and b_c < p_c < a_c:
@@ -1360,12 +1397,58 @@ def _direction_differences(
         (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
     ):
         out.append(_diff("direction", sorted(dq), sorted(dc)))
-    swap = _swapped(q, c, pairs)
+    swap = _swapped(q, c, pairs) or _roles_swapped(q, c)
     if swap is not None:
         out.append(swap)
     elif not out:
         out += _turned(q, c)
     return out
+
+
+# Personal pronouns by person and case ("her" is both: left out)
+_PRONOUN_CASE = {
+    "i": ("1s", "subject"),
+    "me": ("1s", "object"),
+    "we": ("1p", "subject"),
+    "us": ("1p", "object"),
+    "he": ("3m", "subject"),
+    "him": ("3m", "object"),
+    "she": ("3f", "subject"),
+    "they": ("3p", "subject"),
+    "them": ("3p", "object"),
+}
+# "tell me how", "help me to": the requester, not a role in the question
+_REQUEST_VERBS = frozenset({"tell", "show", "help", "let", "explain", "teach", "to", "remind"})
+
+
+def _roles_swapped(q: list[_Tok], c: list[_Tok]) -> Difference | None:
+    """The same content words with a person moved between subject and object: "Can my
+    employer sue me?" / "Can I sue my employer?", "if my parents give me $50,000" / "if I
+    give my parents $50,000". One side has more of that person as a subject and fewer as
+    an object than the other."""
+
+    def cases(toks: list[_Tok]) -> Counter[tuple[str, str]]:
+        out: Counter[tuple[str, str]] = Counter()
+        for i, t in enumerate(toks):
+            case = _PRONOUN_CASE.get(t.low)
+            if case is None or (case[1] == "object" and i and toks[i - 1].low in _REQUEST_VERBS):
+                continue
+            out[case] += 1
+        return out
+
+    content_q = Counter(sorted(t.lemmas)[0] if t.lemmas else t.low for t in q if t.content)
+    content_c = Counter(sorted(t.lemmas)[0] if t.lemmas else t.low for t in c if t.content)
+    if content_q != content_c:
+        return None
+    kq, kc = cases(q), cases(c)
+    for person in sorted({p for p, _ in kq} | {p for p, _ in kc}):
+        subject = kq[(person, "subject")] - kc[(person, "subject")]
+        obj = kq[(person, "object")] - kc[(person, "object")]
+        if subject * obj < 0:
+            show = " ".join(t.text for t in q if t.low in _PRONOUN_CASE)
+            other = " ".join(t.text for t in c if t.low in _PRONOUN_CASE)
+            return Difference("order", show, other, True)
+    return None
 
 
 def _word_forms(t: _Tok) -> set[str]:
@@ -1504,6 +1587,7 @@ def _unmatched_differences(
                     )
                 )
 
+    out += _compound_qualifiers(q, c, left_q, left_c)
     aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
     role_q = [t for t in left_q if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
     role_c = [t for t in left_c if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
@@ -1513,6 +1597,28 @@ def _unmatched_differences(
     for t in {id(t): t for t in audience}.values():
         q_side = t.text if t in left_q else ""
         out.append(Difference("audience", q_side, "" if q_side else t.text, True))
+    return out
+
+
+def _compound_qualifiers(
+    q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]
+) -> list[Difference]:
+    """A hyphenated modifier one side adds, none of its parts matched: "first-time
+    customers", "extended-release metformin", "high-yield savings" narrow the question
+    to another group or product (an acronym it spells out is matched before this)."""
+    out = []
+    for toks, left, on_q in ((q, left_q, True), (c, left_c, False)):
+        unmatched = {id(t) for t in left}
+        groups: dict[int, list[_Tok]] = {}
+        for t in toks:
+            if t.compound:
+                groups.setdefault(t.compound, []).append(t)
+        for parts in groups.values():
+            if all(id(t) in unmatched for t in parts) and any(t.content for t in parts):
+                text = "-".join(t.text for t in parts)
+                out.append(
+                    Difference("qualifier", text if on_q else "", "" if on_q else text, True)
+                )
     return out
 
 

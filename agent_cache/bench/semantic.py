@@ -187,6 +187,16 @@ def _gptcache_traps(rows: Sequence[dict[str, Any]], embedder: Embedder) -> list[
 
 # ---------------------------------------------------------------------------- kinds
 HELD_OUT_FILE = Path("tests/data/paraphrase_heldout.jsonl")
+DOMAINS_FILE = Path("tests/data/trap_pairs_domains.jsonl")
+# the domain suite's families, under the names the other suites' columns use
+_DOMAIN_KIND = {
+    "temporal-relation": "relation",
+    "role-swap": "order",
+    "time": "temporal",
+    "question-target": "question",
+    "casing-punctuation": "casing",
+    "question-form": "question form",
+}
 #: The held-out paraphrase kinds and the grammar suite's surface rewrites, as one name each.
 _PARAPHRASE_KIND = {
     "capitals": "casing",
@@ -198,7 +208,8 @@ _PARAPHRASE_KIND = {
 
 
 def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str, str, str]]:
-    """(suite, label, kind, stored, asked) for every pair of the three suites."""
+    """(suite, label, kind, stored, asked) for every pair of the four suites (the domain
+    suite is read from beside the held-out one)."""
     from agent_cache.bench.trap_grammar import pairs
 
     out = []
@@ -217,6 +228,13 @@ def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str
             if line.strip():
                 r = json.loads(line)
                 out.append(("held-out", r["label"], r["kind"], r["stored"], r["query"]))
+    domains = held_out.parent / DOMAINS_FILE.name if held_out is not None else None
+    if domains is not None and domains.is_file():
+        for line in domains.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                kind = _DOMAIN_KIND.get(r["kind"], r["kind"])
+                out.append(("domains", r["label"], kind, r["stored"], r["query"]))
     return out
 
 
@@ -516,17 +534,22 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
     keys = {key for c in contenders.values() for key in c["by_kind"]}
     trap_kinds = sorted(x for x in keys if x.startswith("refuse:") and ":suite:" not in x)
     para_kinds = sorted(x for x in keys if x.startswith("serve:") and ":suite:" not in x)
-    suites = ("traps", "grammar", "held-out")
+    suites = tuple(
+        s for s in ("traps", "grammar", "held-out", "domains") if f"refuse:suite:{s}" in keys
+    )
     lines = [
         "",
         "### By kind, and the request judge",
         "",
         f"{k['pairs']} pairs through `LayeredCache`'s default config, each in its own scope: "
         "`tests/data/trap_pairs.jsonl` (hand-written), the grammar-generated suite "
-        "(`agent_cache.bench.trap_grammar`: frames x slots x perturbations) and "
+        "(`agent_cache.bench.trap_grammar`: frames x slots x perturbations), "
         "`tests/data/paraphrase_heldout.jsonl` (paraphrases of the kinds issue 18 named "
         "in other words, plus near-miss traps; written before the mechanisms were "
-        "measured on it). Traps served (lower is better):",
+        "measured on it) and `tests/data/trap_pairs_domains.jsonl` (a newcomer's suite: "
+        "six domains, twelve trap and nine paraphrase families, written without our code "
+        "or suites; 13 of its 240 traps were served on first contact). Traps served "
+        "(lower is better):",
         "",
     ]
     lines += _kind_table(contenders, suites, trap_kinds, "refuse")
