@@ -55,6 +55,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_cache import _moves
 from agent_cache import lexicon as lx
 from agent_cache._frames import QUANTIFIERS, frame_differences
 
@@ -428,6 +429,8 @@ class _Tok:
     used: bool = False  # consumed by an acronym or a temporal/number reading
     acronym: bool = False  # "US", "IT", or a capital letter mid-sentence ("type A")
     compound: int = 0  # the pieces of one hyphenated word share a number > 0
+    possessive: bool = False  # "Canada's": the 's dropped
+    after_mark: bool = False  # a phrase mark (a comma, a full stop) comes right before
 
     @property
     def content(self) -> bool:
@@ -495,6 +498,8 @@ def _tokenize(text: str) -> list[_Tok]:
             if not low:
                 continue
             tok = _Tok(piece, low, len(toks), compound=compound)
+            tok.possessive = raw.lower().endswith("'s") and low == raw.lower()[:-2]
+            tok.after_mark = i == 0 and bool(before) and before[-1] in _PHRASE_MARKS
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
@@ -1397,12 +1402,251 @@ def _direction_differences(
         (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
     ):
         out.append(_diff("direction", sorted(dq), sorted(dc)))
-    swap = _swapped(q, c, pairs) or _roles_swapped(q, c)
+    crossed, reordered = _crossed(q, c, pairs)
+    swap = crossed or _roles_swapped(q, c)
+    if swap is None and not reordered:
+        swap = _swapped(q, c, pairs)
     if swap is not None:
         out.append(swap)
     elif not out:
         out += _turned(q, c)
     return out
+
+
+# The person a pronoun points at, whatever its case: "I" / "me" / "my" are one referent
+_PERSON = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself"), "1s"),
+    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), "1p"),
+    **dict.fromkeys(("you", "your", "yours", "yourself"), "2"),
+    **dict.fromkeys(("he", "him", "his", "himself"), "3m"),
+    **dict.fromkeys(("she", "her", "hers", "herself"), "3f"),
+    **dict.fromkeys(("they", "them", "their", "theirs", "themselves"), "3p"),
+    **dict.fromkeys(("someone", "somebody", "anyone", "anybody"), "some"),
+}
+_PHRASE_MARKS = frozenset(",.?!;:()")
+#: Words that open a subordinate clause: a clause moves whole around them ("when I sell
+#: at a loss, can I deduct it?" / "can I deduct it when I sell at a loss?").
+_SUBORDINATORS = frozenset(
+    "if when whenever while because since unless although though until once whether "
+    "after before".split()
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def _readings(word: str) -> frozenset[str]:
+    """The parts of speech a word can be (lemminflect's tables), e.g. {"ADJ", "NOUN"}."""
+    get_all, _ = _LemmaTables.get()
+    if get_all is None or not word.isalpha():
+        return frozenset()
+    return frozenset(get_all(word))
+
+
+def _move_side(toks: list[_Tok], aligned: dict[int, str]) -> tuple[_moves.Side, list[_Tok]]:
+    """One side for :mod:`agent_cache._moves`: aligned content words share a key (the
+    query word's form), pronouns are keyed by person, articles and fillers left out."""
+    keys: list[str] = []
+    kept: list[_Tok] = []
+    marks: list[bool] = []
+    mark = True
+    for t in toks:
+        mark = mark or t.after_mark
+        if t.kind == "sym":
+            mark = mark or t.low in _PHRASE_MARKS
+            continue
+        if (t.used and t.temporal is None and t.number is None) or t.low in _ARTICLES:
+            continue
+        if t.low in lx.FILLER and t.pos not in aligned:
+            continue
+        if t.low in _PERSON:
+            key = "@" + _PERSON[t.low]
+        elif t.number is not None:
+            key = f"#{t.number}{t.unit or ''}"
+        elif t.pos in aligned:
+            key = aligned[t.pos]
+        else:
+            key = t.temporal or (min(t.lemmas) if t.lemmas else t.low)
+        keys.append(key)
+        kept.append(t)
+        marks.append(mark)
+        mark = False
+    labels, numbers = _moves.clauses(
+        marks, [t.low if t.low in _SUBORDINATORS else None for t in kept]
+    )
+    side = _moves.Side(
+        keys,
+        marks,
+        [_opens_phrase(t) for t in kept],
+        [_modifier(t.low) for t in kept],
+        labels,
+        numbers,
+    )
+    return side, kept
+
+
+def _modifier(word: str) -> bool:
+    """A word that reads only as an adverb or adjective, an adverb among them
+    ("quickest", "permanently"): it may move around the words it modifies."""
+    readings = _readings(word)
+    return "ADV" in readings and readings <= {"ADJ", "ADV"}
+
+
+def _opens_phrase(t: _Tok) -> bool:
+    return (
+        (not t.content and t.low not in _PERSON)
+        or t.temporal is not None
+        or (t.low.endswith("ing") and "VERB" in _readings(t.low))
+    )
+
+
+def _meaningful(t: _Tok) -> bool:
+    """A word whose place matters: a content word, a number, a time or a person."""
+    return t.content or t.number is not None or t.temporal is not None or t.low in _PERSON
+
+
+def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> tuple[Difference | None, bool]:
+    """Words that crossed (:mod:`agent_cache._moves`): a refusal (``order``) unless a
+    moved clause or phrase, a passive voice or a symmetric connector ("X or Y")
+    explains it. The second value: something moved and was explained (a reordering)."""
+    form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
+    sq, kq = _move_side(q, form)
+    sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
+    meaningful = {k for k, t in zip(sq.keys, kq, strict=True) if _meaningful(t)}
+    meaningful |= {k for k, t in zip(sc.keys, kc, strict=True) if _meaningful(t)}
+    derived = {form[i] for i, j in pairs.items() if _nominalized(q[i], c[j])}
+    free = _moves.detached(sq, sc) | derived
+    crossed = _moves.inversions(sq, sc, frozenset(meaningful), frozenset(free))
+    voice = _voice(sq, kq, sc, kc)
+    if voice == "swapped":
+        return Difference("order", "by … (passive)", "… (active)", True), False
+    if not crossed:
+        return None, sq.keys != sc.keys
+    crossed = [
+        (a, b)
+        for a, b in crossed
+        if not (_symmetric_near(sq, kq, (a, b)) or _symmetric_near(sc, kc, (a, b)))
+        and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
+    ]
+    if not crossed or voice == "changed" or _possessive_explains(q, c):
+        return None, True
+    a, b = crossed[0]
+    shown_q = " ".join(t.text for k, t in zip(sq.keys, kq, strict=True) if k in (a, b))
+    shown_c = " ".join(t.text for k, t in zip(sc.keys, kc, strict=True) if k in (a, b))
+    return Difference("order", shown_q, shown_c, True), False
+
+
+_NOMINAL = ("ing", "tion", "sion", "ment", "ance", "ence", "al", "ure", "age", "ity", "ness")
+
+
+def _nominalized(x: _Tok, y: _Tok) -> bool:
+    """One word the noun of the other ("calculation" / "calculated", "meaning" /
+    "mean"): a nominalization moves the verb's place in the sentence."""
+    if x.low == y.low or not (x.low.endswith(_NOMINAL) or y.low.endswith(_NOMINAL)):
+        return False
+    return bool(x.lemmas & y.lemmas) or _derived(x.low, y.low)
+
+
+_COMPOUND_PREPOSITIONS = frozenset("of for on in at from with".split())
+
+
+def _compound_rewritten(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+    pair: tuple[str, str],
+) -> bool:
+    """A noun compound on one side written with a preposition on the other: "my account
+    password" / "the password for my account". The two words stand side by side on one
+    side, the second a noun (not a verb form: "my husband *listed*"), and in the other
+    order with only a preposition (and a possessive) between them on the other."""
+    for (one, kept), (other, _) in (sides, sides[::-1]):
+        i, j = sorted((one.keys.index(pair[0]), one.keys.index(pair[1])))
+        if j - i != 1 or "NOUN" not in _readings(kept[j].low) or _past_form(kept[j].low):
+            continue
+        x, y = other.keys.index(one.keys[j]), other.keys.index(one.keys[i])
+        between = other.keys[x + 1 : y]
+        if (
+            between
+            and between[0] in _COMPOUND_PREPOSITIONS
+            and all(k in _COMPOUND_PREPOSITIONS or k.startswith("@") for k in between)
+        ):
+            return True
+    return False
+
+
+def _symmetric_near(side: _moves.Side, kept: list[_Tok], pair: tuple[str, str]) -> bool:
+    """A symmetric connector between the two crossed words, or beside one of them
+    ("London and Paris", "the difference between X and Y")."""
+    at = [i for i, k in enumerate(side.keys) if k in pair]
+    lo, hi = max(0, min(at) - 2), max(at) + 2
+    return any(t.low in lx.SYMMETRIC and t.low != "," for t in kept[lo:hi])
+
+
+_BE = frozenset("is are was were be been being am get gets got".split())
+
+
+def _passive(side: _moves.Side, kept: list[_Tok]) -> tuple[int, str | None] | None:
+    """The participle of a passive voice ("can the order *be shipped*") as (its index,
+    the key after "by" or None), or None."""
+    for i, t in enumerate(kept[:-1]):
+        if t.low not in _BE:
+            continue
+        for j in range(i + 1, min(i + 9, len(kept))):
+            u = kept[j]
+            if side.marks[j] or u.low in _BE:
+                break
+            if _past_form(u.low):
+                return j, _agent(side, kept, j)
+    return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _past_form(word: str) -> bool:
+    """A verb's past form ("covered", "paid", "taken"): a verb reading whose lemma is
+    another word, not an -ing or -s form."""
+    get_all, _ = _LemmaTables.get()
+    if get_all is None or not word.isalpha() or word.endswith(("ing", "s")):
+        return False
+    return any(lemma != word for lemma in get_all(word).get("VERB", ()))
+
+
+_POSSESSIVES = frozenset("my your his her its our their".split())
+
+
+def _agent(side: _moves.Side, kept: list[_Tok], verb: int) -> str | None:
+    """The key of the agent after "by" in a passive ("sued by my *employer*"), or None."""
+    by = next((k for k in range(verb + 1, len(kept)) if kept[k].low == "by"), None)
+    if by is None:
+        return None
+    return next(
+        (side.keys[k] for k in range(by + 1, len(kept)) if kept[k].low not in _POSSESSIVES),
+        None,
+    )
+
+
+def _voice(sq: _moves.Side, kq: list[_Tok], sc: _moves.Side, kc: list[_Tok]) -> str:
+    """``"changed"``: one side passive, the other active, the agent after "by" (if any)
+    standing before the verb on the active side ("Why was my pod evicted by the
+    kubelet?" / "Why did the kubelet evict my pod?"); ``"swapped"``: the agent is the
+    active side's object ("Can I be sued by my employer?" / "Can I sue my employer?");
+    ``""``: the same voice on both sides."""
+    pq, pc = _passive(sq, kq), _passive(sc, kc)
+    if (pq is None) == (pc is None):
+        return ""
+    passive, active = (sq, sc) if pq is not None else (sc, sq)
+    at, agent = pq or pc  # type: ignore[misc]
+    verb = passive.keys[at]
+    if agent is None or verb not in active.keys or agent not in active.keys:
+        return "changed"
+    if any(active.keys[k + 1] == agent for k, key in enumerate(active.keys[:-1]) if key == "by"):
+        return "changed"  # "paid by card" / "pay by card": a means, not an agent
+    return "changed" if active.keys.index(agent) < active.keys.index(verb) else "swapped"
+
+
+def _possessive_explains(q: list[_Tok], c: list[_Tok]) -> bool:
+    """ "the capital of Canada" / "Canada's capital": an "of" on one side only, a
+    possessive on the other."""
+    of_q, of_c = sum(t.low == "of" for t in q), sum(t.low == "of" for t in c)
+    return (of_q > of_c and any(t.possessive for t in c)) or (
+        of_c > of_q and any(t.possessive for t in q)
+    )
 
 
 # Personal pronouns by person and case ("her" is both: left out)
