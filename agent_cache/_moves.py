@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Side", "detached", "inversions"]
 
@@ -44,6 +44,8 @@ class Side:
         clause: the label of the clause each key stands in: :data:`MAIN`,
             :data:`FRONTED` or the subordinator that opened it ("if", "when").
         number: the index of that clause, counted from 0.
+        prep: whether each key's word is a preposition that opens an adjunct ("in the
+            USA", "on a J2 visa"): adjuncts next to each other may trade places.
     """
 
     keys: list[str]
@@ -52,6 +54,7 @@ class Side:
     modifier: list[bool]
     clause: list[str]
     number: list[int]
+    prep: list[bool] = field(default_factory=list)
 
 
 def clauses(
@@ -84,8 +87,11 @@ def clauses(
 
 
 def _edge(side: Side, a: int, b: int) -> bool:
-    """A span at a phrase boundary: the start or the end, or beside a phrase mark."""
-    return a == 0 or side.marks[a] or b == len(side.keys) or side.marks[b]
+    """A span at a phrase boundary: the start or the end, beside a phrase mark, or an
+    adjunct followed by another ("a job *in the USA* on a visa")."""
+    if a == 0 or side.marks[a] or b == len(side.keys) or side.marks[b]:
+        return True
+    return bool(side.prep) and side.prep[a] and side.prep[b]
 
 
 def _phrases(side: Side) -> list[tuple[int, int]]:
@@ -99,6 +105,9 @@ def _phrases(side: Side) -> list[tuple[int, int]]:
             continue
         b = next((k for k in range(a + 1, n) if side.marks[k]), n)
         out.append((a, b))
+        if side.prep and side.prep[a]:  # an adjunct: to the next one
+            b = next((k for k in range(a + 1, n) if side.marks[k] or side.prep[k]), n)
+            out.append((a, b))
     return out
 
 

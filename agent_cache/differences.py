@@ -431,6 +431,7 @@ class _Tok:
     compound: int = 0  # the pieces of one hyphenated word share a number > 0
     possessive: bool = False  # "Canada's": the 's dropped
     after_mark: bool = False  # a phrase mark (a comma, a full stop) comes right before
+    after_stop: bool = False  # a sentence's end (. ? !) comes right before
 
     @property
     def content(self) -> bool:
@@ -500,6 +501,7 @@ def _tokenize(text: str) -> list[_Tok]:
             tok = _Tok(piece, low, len(toks), compound=compound)
             tok.possessive = raw.lower().endswith("'s") and low == raw.lower()[:-2]
             tok.after_mark = i == 0 and bool(before) and before[-1] in _PHRASE_MARKS
+            tok.after_stop = i == 0 and bool(before) and before[-1] in ".?!"
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
@@ -1049,6 +1051,32 @@ def _negations(toks: Sequence[_Tok]) -> int:
     return sum(1 for t in toks if t.low in lx.NEGATIONS)
 
 
+def _negated(toks: Sequence[_Tok], key: dict[int, int]) -> Counter[int]:
+    """The aligned words each negation bears on: the first content word after it."""
+    out: Counter[int] = Counter()
+    for i, t in enumerate(toks):
+        if t.low not in lx.NEGATIONS:
+            continue
+        head = next((u for u in toks[i + 1 : i + 5] if u.content), None)
+        if head is not None and head.pos in key:
+            out[key[head.pos]] += 1
+    return out
+
+
+def _negation_moved(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> list[Difference]:
+    """As many negations on both sides, bearing on other words: "my car starts but the
+    lights don't come on" / "my car won't start but the lights come on"."""
+    if not _negations(q) or _negations(q) != _negations(c):
+        return []
+    nq = _negated(q, {i: i for i in pairs})
+    nc = _negated(c, {j: i for i, j in pairs.items()})
+    if sum(nq.values()) != sum(nc.values()) or nq == nc:
+        return []
+    moved_q = [q[i].text for i in nq - nc]
+    moved_c = [q[i].text for i in nc - nq]
+    return [_diff("negation", [f"not {w}" for w in moved_q], [f"not {w}" for w in moved_c])]
+
+
 _FUTURE = frozenset({"will", "shall", "gonna"})
 _PAST = frozenset({"did", "was", "were", "had", "has", "have", "used"})
 
@@ -1087,14 +1115,43 @@ def _polar_against_wh(
     q: Sequence[_Tok], c: Sequence[_Tok], wq: frozenset[str], wc: frozenset[str]
 ) -> list[Difference]:
     """A yes/no question against one that opens with why/when/where/who asks another
-    thing ("Is plasma the fourth state of matter?" / "Why is plasma ..."), unless the
-    yes/no side embeds that word ("Do you know why ...?")."""
+    thing ("Is plasma the fourth state of matter?" / "Why is plasma ..."), and so does
+    a question of manner against one of time, reason or person ("How do I find out?" /
+    "When do I find out?"), unless the other side embeds that word ("Do you know why
+    ...?")."""
     oq, oc = _opener(q), _opener(c)
     if oq == "polar" and oc in lx.QUESTION_WORDS and oc not in wq:
         return [_diff("question", ["yes/no"], [oc])]
     if oc == "polar" and oq in lx.QUESTION_WORDS and oq not in wc:
         return [_diff("question", [oq], ["yes/no"])]
+    if oq == "how" and _asks_manner(q) and oc in _NOT_MANNER and oc not in wq:
+        return [_diff("question", ["how"], [oc])]
+    if oc == "how" and _asks_manner(c) and oq in _NOT_MANNER and oq not in wc:
+        return [_diff("question", [oq], ["how"])]
     return []
+
+
+#: Openers that never ask for a way: "How do I find out?" / "When do I find out?"
+#: ("where" is left out: "Where can I find my key?" asks the way to it as often)
+_NOT_MANNER = frozenset({"when", "why", "who", "whom"})
+
+
+def _asks_manner(toks: Sequence[_Tok]) -> bool:
+    """A bare "how", an auxiliary and the asker ("How do I ...", "How can we ..."): a
+    question of the way to do something, not of amount, time or length ("how much",
+    "how long") nor an explanation ("How does helium change your voice?", asked as
+    often as "why")."""
+    words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    return (
+        len(words) > 2
+        and words[0].low == "how"
+        and words[1].low in _AUXILIARIES
+        and words[2].low in _ASKERS
+    )
+
+
+# who asks how to do something: "How do I ...", "How can we ...", "How should one ..."
+_ASKERS = frozenset({"i", "we", "you", "one"})
 
 
 def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
@@ -1357,6 +1414,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 
     diffs += _unmatched_differences(q, c, left_q, left_c)
     diffs += _direction_differences(q, c, left_q, left_c, pairs)
+    diffs += _negation_moved(q, c, pairs)
 
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
@@ -1364,8 +1422,10 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     refused_already = any(d.refuses for d in diffs)
     if uq and uc and shared >= 1 and len(uq) <= 2 and len(uc) <= 2 and not refused_already:
         diffs.append(_diff("substitution", [t.text for t in uq], [t.text for t in uc]))
-    elif (uq or uc) and not refused_already:
-        diffs.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
+    elif not refused_already:
+        diffs += _narrowed(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
+        if uq or uc:
+            diffs.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
 
     fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
     if fillers:
@@ -1402,7 +1462,8 @@ def _direction_differences(
         (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
     ):
         out.append(_diff("direction", sorted(dq), sorted(dc)))
-    crossed, reordered = _crossed(q, c, pairs)
+    loose = sum(1 for t in left_q + left_c if t.content and t.low not in lx.FILLER) > 1
+    crossed, reordered = (None, False) if loose else _crossed(q, c, pairs)
     swap = crossed or _roles_swapped(q, c)
     if swap is None and not reordered:
         swap = _swapped(q, c, pairs)
@@ -1479,8 +1540,12 @@ def _move_side(toks: list[_Tok], aligned: dict[int, str]) -> tuple[_moves.Side, 
         [_modifier(t.low) for t in kept],
         labels,
         numbers,
+        [t.low in _ADJUNCT_PREPOSITIONS for t in kept],
     )
     return side, kept
+
+
+_ADJUNCT_PREPOSITIONS = frozenset("in on at for from to with by via into onto during".split())
 
 
 def _modifier(word: str) -> bool:
@@ -1553,20 +1618,42 @@ def _compound_rewritten(
     pair: tuple[str, str],
 ) -> bool:
     """A noun compound on one side written with a preposition on the other: "my account
-    password" / "the password for my account". The two words stand side by side on one
-    side, the second a noun (not a verb form: "my husband *listed*"), and in the other
-    order with only a preposition (and a possessive) between them on the other."""
+    password" / "the password for my account", "Windows Phone games" / "games for
+    Windows Phone". The two words stand in one run of content words ending in a noun
+    (not a verb form: "my husband *listed*") on one side; on the other, the run's head
+    part comes first, then a preposition (and a possessive), then its modifier part."""
     for (one, kept), (other, _) in (sides, sides[::-1]):
         i, j = sorted((one.keys.index(pair[0]), one.keys.index(pair[1])))
-        if j - i != 1 or "NOUN" not in _readings(kept[j].low) or _past_form(kept[j].low):
+        lo, hi = i, j
+        while lo > 0 and kept[lo - 1].content:
+            lo -= 1
+        while hi + 1 < len(kept) and kept[hi + 1].content:
+            hi += 1
+        if not all(t.content for t in kept[i : j + 1]):
             continue
-        x, y = other.keys.index(one.keys[j]), other.keys.index(one.keys[i])
-        between = other.keys[x + 1 : y]
-        if (
-            between
-            and between[0] in _COMPOUND_PREPOSITIONS
-            and all(k in _COMPOUND_PREPOSITIONS or k.startswith("@") for k in between)
-        ):
+        if "NOUN" not in _readings(kept[hi].low) or _past_form(kept[hi].low):
+            continue
+        for cut in range(i + 1, j + 1):  # modifier part [m, cut), head part [cut, h]
+            for m in range(lo, i + 1):
+                for h in range(j, hi + 1):
+                    head, modifier = one.keys[cut : h + 1], one.keys[m:cut]
+                    if _split_by_preposition(other.keys, head, modifier):
+                        return True
+    return False
+
+
+def _split_by_preposition(keys: list[str], head: list[str], modifier: list[str]) -> bool:
+    """``head``, then a preposition (possessives between), then ``modifier``, in ``keys``."""
+    n = len(head)
+    for x in range(len(keys) - n + 1):
+        if keys[x : x + n] != head:
+            continue
+        k = x + n
+        if k >= len(keys) or keys[k] not in _COMPOUND_PREPOSITIONS:
+            continue
+        while k < len(keys) and (keys[k] in _COMPOUND_PREPOSITIONS or keys[k].startswith("@")):
+            k += 1
+        if keys[k : k + len(modifier)] == modifier:
             return True
     return False
 
@@ -1640,10 +1727,15 @@ def _voice(sq: _moves.Side, kq: list[_Tok], sc: _moves.Side, kc: list[_Tok]) -> 
     return "changed" if active.keys.index(agent) < active.keys.index(verb) else "swapped"
 
 
+_OF_LIKE = frozenset({"of", "for", "in"})
+
+
 def _possessive_explains(q: list[_Tok], c: list[_Tok]) -> bool:
-    """ "the capital of Canada" / "Canada's capital": an "of" on one side only, a
-    possessive on the other."""
-    of_q, of_c = sum(t.low == "of" for t in q), sum(t.low == "of" for t in c)
+    """ "the capital of Canada" / "Canada's capital", "the mortality rate for India" /
+    "India's mortality rate": an "of" (for, in) on one side only, a possessive on the
+    other."""
+    of_q = sum(t.low in _OF_LIKE for t in q)
+    of_c = sum(t.low in _OF_LIKE for t in c)
     return (of_q > of_c and any(t.possessive for t in c)) or (
         of_c > of_q and any(t.possessive for t in q)
     )
@@ -1841,6 +1933,91 @@ def _unmatched_differences(
     for t in {id(t): t for t in audience}.values():
         q_side = t.text if t in left_q else ""
         out.append(Difference("audience", q_side, "" if q_side else t.text, True))
+    return out
+
+
+def _narrowed(
+    q: list[_Tok],
+    c: list[_Tok],
+    left: tuple[list[_Tok], list[_Tok]],
+    aligned: tuple[set[int], set[int]],
+    unmatched: tuple[list[_Tok], list[_Tok]],
+) -> list[Difference]:
+    """A qualifier one side adds to a near-identical question (:func:`_modifiers_added`):
+    nothing else differs but at most three words on that side."""
+    nq = _modifiers_added(q, aligned[0], left[0])
+    nc = _modifiers_added(c, aligned[1], left[1])
+    uq, uc = unmatched
+    if not (nq or nc) or (nq and nc) or (uq and uc) or len({id(t) for t in uq + uc + nq + nc}) > 3:
+        return []
+    return [_diff("qualifier", [t.text for t in nq], [t.text for t in nc])]
+
+
+def _verb_not_participle(word: str) -> bool:
+    """A word that can be a verb and is not its past form ("earn", "creating"); a past
+    participle narrows as an adjective does ("*versioned* bucket", "*deleted* photos")."""
+    return "VERB" in _readings(word) and not _past_form(word)
+
+
+def _modifiers_added(toks: list[_Tok], aligned: set[int], left: list[_Tok]) -> list[_Tok]:
+    """Words one side adds right before a word both sides share: a modifier that narrows
+    what is asked ("*boneless* chicken thighs", "a *service* dog", "a *versioned*
+    bucket"). Adverbs ("quickly") and words of manner that only read as adverbs are
+    left out: they do not narrow the thing asked about."""
+    left = [t for t in left if t.content]
+    out = _phrases_added(toks, aligned, [t for t in left if t.low not in lx.FILLER])
+    for t in left:
+        nxt = toks[t.pos + 1] if t.pos + 1 < len(toks) else None
+        if nxt is None or nxt.pos not in aligned or not nxt.content or nxt.low in lx.FILLER:
+            continue
+        heads = _readings(nxt.low)
+        if not (nxt.entity or nxt.kind == "ident" or "NOUN" in heads or not heads):
+            continue  # "does it *stay* open", "which *artist* painted": no noun narrowed
+        if t.low.endswith("ly") or _readings(t.low) == {"ADV"} or t.low in _DETERMINERS:
+            continue  # "quickly", "some", "any": no narrowing (scope is a frame of its own)
+        after_determiner = t.pos > 0 and toks[t.pos - 1].low in _HEAD_SKIP
+        if t.low in lx.FILLER and not after_determiner:
+            continue  # "the best way", "tell me": a filler ("a *guide* dog" is not)
+        if _verb_not_participle(t.low) and not after_determiner:
+            continue  # "earn money", "creating apps": an action ("a *service* dog" is not)
+        out.append(t)
+    return out
+
+
+_DETERMINERS = QUANTIFIERS | frozenset(
+    "some any many most much more few several all every each both either other another "
+    "certain such".split()
+)
+_QUALIFYING = frozenset("for with without in on at under as".split())
+
+
+def _phrases_added(toks: list[_Tok], aligned: set[int], left: list[_Tok]) -> list[_Tok]:
+    """Words of a prepositional phrase one side adds inside the question: "renew a
+    passport *for a minor*", "rent a car *with a debit card*": the phrase holds no word
+    of the other side and stands in a sentence that does ("...? Thanks in advance" is a
+    sentence of its own)."""
+    added = {t.pos for t in left}
+    sentence, n = [], 0
+    for t in toks:
+        n += t.after_stop
+        sentence.append(n)
+    asked = {sentence[i] for i in aligned}
+    out = []
+    for i, opener in enumerate(toks):
+        if opener.low not in _QUALIFYING or sentence[i] not in asked:
+            continue
+        end = next(
+            (
+                k
+                for k in range(i + 1, len(toks))
+                if toks[k].after_mark
+                or (not toks[k].content and toks[k].low not in _HEAD_SKIP | {"of"})
+            ),
+            len(toks),
+        )
+        words = [u for u in toks[i + 1 : end] if u.content]
+        if words and all(u.pos in added for u in words):
+            out += words
     return out
 
 
