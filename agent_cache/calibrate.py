@@ -182,6 +182,7 @@ class ScoredCandidate:
     equivalent: bool = False
     verifier: float | None = None
     synonymous: bool = False
+    reworded: bool = False  # every word matched in another form: served from a floor
     checked: bool = False  # explained by the model check: served below the threshold
     features: dict[str, float] = field(default_factory=dict)
 
@@ -261,7 +262,7 @@ def score_queries(
                 if sim >= min_similarity:
                     a = analyze(p.b, text)
                     cand.refused, cand.equivalent = a.reason, a.equivalent
-                    cand.synonymous = a.synonymous
+                    cand.synonymous, cand.reworded = a.synonymous, a.reworded
                     cand.features = semantic.features(sim, None, a)
                     found = semantic.Candidate(text, text, text, sim)
                     if a.reason:
@@ -367,7 +368,13 @@ def served(
     for c in q.candidates:
         if c.refused:
             continue
-        if c.similarity >= point or c.checked or (c.equivalent and c.similarity >= floor):
+        reworded = c.reworded and c.similarity >= semantic.REWORDED_FLOOR
+        if (
+            c.similarity >= point
+            or c.checked
+            or reworded
+            or (c.equivalent and c.similarity >= floor)
+        ):
             if mode == "veto" and (c.verifier is None or c.verifier < rerank_threshold):
                 continue
             return c

@@ -355,6 +355,27 @@ def _derived(a: str, b: str) -> bool:
         if long_[len(short) :] in _PARTICLES:  # checkout is check + out: a compound
             return False
         return len(short) >= 5 or (len(short) >= 3 and _Dictionary.frequency(short) == 0)
+    return known and _verb_noun(short, long_)
+
+
+_NOUN_SUFFIXES = ("ation", "ition", "ion", "ment", "al", "ance", "ence", "ure")
+
+
+def _verb_noun(verb: str, noun: str) -> bool:
+    """A verb and its noun whose stems the stemmer splits: register / registration,
+    verify / verification. The noun less its suffix shares all but the verb's last two
+    letters, the verb reads as a verb and the noun as a noun (opera / operation: no)."""
+    for suffix in _NOUN_SUFFIXES:
+        if not noun.endswith(suffix):
+            continue
+        rest = noun[: -len(suffix)]
+        common = next(
+            (k for k, (a, b) in enumerate(zip(verb, rest, strict=False)) if a != b),
+            min(len(verb), len(rest)),
+        )
+        if len(verb) >= 5 and common >= max(5, len(verb) - 2):
+            readings_verb, readings_noun = _readings(verb), _readings(noun)
+            return "VERB" in readings_verb and "NOUN" in readings_noun
     return False
 
 
@@ -714,6 +735,10 @@ class Analysis:
             (``lexical``): one sense of each word agrees, so the texts may ask the same
             thing; the semantic layer serves such a pair from a higher similarity than
             an equivalent one.
+        reworded: no refusal and every content word matched, but in another form or
+            frame: a verb and its noun ("How do I cancel X?" / "What is the
+            cancellation process for X?"), fillers, function words. The semantic layer
+            serves it from :data:`~agent_cache.semantic.REWORDED_FLOOR`.
     """
 
     query: str
@@ -722,6 +747,7 @@ class Analysis:
     equivalent: bool = False
     shared: int = 0
     synonymous: bool = False
+    reworded: bool = False
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -1390,6 +1416,7 @@ def analyze(query: str, candidate: str, *, case_sensitive: bool = False) -> Anal
             found.equivalent,
             found.shared,
             found.synonymous,
+            found.reworded,
         )
     return _analyze(query, candidate, case_sensitive=case_sensitive)
 
@@ -1419,13 +1446,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
-    refused_already = any(d.refuses for d in diffs)
-    if uq and uc and shared >= 1 and len(uq) <= 2 and len(uc) <= 2 and not refused_already:
-        diffs.append(_diff("substitution", [t.text for t in uq], [t.text for t in uc]))
-    elif not refused_already:
-        diffs += _narrowed(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
-        if uq or uc:
-            diffs.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
+    if not any(d.refuses for d in diffs):
+        diffs += _unexplained(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
 
     fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
     if fillers:
@@ -1447,7 +1469,14 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     same = equivalent and shared > 0
-    return Analysis(query, candidate, tuple(diffs), same and not lexical, shared, same and lexical)
+    reworded = (
+        not (same or lexical or uq or uc or repeats or any(d.refuses for d in diffs))
+        and shared >= 2
+        and _nominalization_frame(q, c, pairs)
+    )
+    return Analysis(
+        query, candidate, tuple(diffs), same and not lexical, shared, same and lexical, reworded
+    )
 
 
 def _direction_differences(
@@ -1655,6 +1684,28 @@ def _split_by_preposition(keys: list[str], head: list[str], modifier: list[str])
             k += 1
         if keys[k : k + len(modifier)] == modifier:
             return True
+    return False
+
+
+def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
+    """One side asks how to do something, the other asks about its noun: "How do I
+    renew my lease?" / "What's the lease renewal process?", "How is tax calculated?" /
+    "What is the calculation of tax?". A verb on the "how" side matched to its noun
+    (-tion, -ment, -al, ...) on a side that opens with "what"/"which" or with no
+    question word ("email validation in JavaScript")."""
+    for one, other, flip in ((q, c, False), (c, q, True)):
+        if _opener(one) != "how" or _opener(other) in ("how", "polar", *lx.QUESTION_WORDS):
+            continue
+        for i, j in pairs.items():
+            verb, noun = (c[j], q[i]) if flip else (q[i], c[j])
+            if (
+                verb.low != noun.low
+                and noun.low.endswith(_NOMINAL)
+                and "VERB" in _readings(verb.low)
+                and "NOUN" in _readings(noun.low)
+                and _nominalized(verb, noun)
+            ):
+                return True
     return False
 
 
@@ -1933,6 +1984,25 @@ def _unmatched_differences(
     for t in {id(t): t for t in audience}.values():
         q_side = t.text if t in left_q else ""
         out.append(Difference("audience", q_side, "" if q_side else t.text, True))
+    return out
+
+
+def _unexplained(
+    q: list[_Tok],
+    c: list[_Tok],
+    left: tuple[list[_Tok], list[_Tok]],
+    aligned: tuple[set[int], set[int]],
+    unmatched: tuple[list[_Tok], list[_Tok]],
+) -> list[Difference]:
+    """What the unmatched content words say when nothing refused yet: one or two words
+    swapped for others (a substitution), a qualifier added, or a detail."""
+    uq, uc = unmatched
+    shared = any(q[i].content for i in aligned[0])
+    if uq and uc and shared and len(uq) <= 2 and len(uc) <= 2:
+        return [_diff("substitution", [t.text for t in uq], [t.text for t in uc])]
+    out = _narrowed(q, c, left, aligned, unmatched)
+    if uq or uc:
+        out.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
     return out
 
 

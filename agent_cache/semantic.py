@@ -50,6 +50,10 @@ __all__ = [
 #: typos, inflection, synonyms, acronyms) is served. Typos move MiniLM vectors a lot
 #: ("whats the weahter in london" vs "what's the weather in london": 0.53).
 EQUIVALENT_FLOOR = 0.5
+#: Cosine similarity from which a candidate *reworded* from the query (every content
+#: word matched, but as its noun or verb, with fillers or other function words:
+#: "How do I renew my lease?" / "What's the lease renewal process?") is served.
+REWORDED_FLOOR = 0.80
 #: The file a trained verifier's combiner is saved in, beside the model.
 COMBINER_FILE = "agent_cache_combiner.json"
 #: Characters of a text the embedder is trusted to have read: MiniLM reads 256 word pieces
@@ -384,8 +388,10 @@ def screen(
         if analysis.refused:
             out.append(Verdict(cand, "refused", analysis.reason, cand.similarity, analysis))
             continue
-        by_similarity = cand.similarity >= policy.threshold or (
-            analysis.equivalent and cand.similarity >= policy.floor
+        by_similarity = (
+            cand.similarity >= policy.threshold
+            or (analysis.equivalent and cand.similarity >= policy.floor)
+            or (analysis.reworded and cand.similarity >= REWORDED_FLOOR)
         )
         if verifier and (by_similarity or policy.combiner is not None):
             out.append(Verdict(cand, "verify", score=cand.similarity, analysis=analysis))

@@ -762,7 +762,14 @@ def _tag(verifier_dir: Path | None) -> str:
 
     root = Path(agent_cache.__file__).parent
     digest = hashlib.sha1()
-    for name in ("calibrate.py", "semantic.py", "differences.py", "lexicon.py", "_frames.py"):
+    for name in (
+        "calibrate.py",
+        "semantic.py",
+        "differences.py",
+        "lexicon.py",
+        "_frames.py",
+        "_moves.py",
+    ):
         path = root / name
         if path.is_file():
             digest.update(path.read_bytes())

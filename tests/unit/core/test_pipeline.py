@@ -67,7 +67,7 @@ def test_a_hit_prepares_the_request_once(preparations: list[str]) -> None:
 
 
 def test_store_many_judges_a_withheld_shadow_candidate_as_store_does() -> None:
-    stored, paraphrase = "how do I reset my account password", "how can I reset my password"
+    stored, paraphrase = "how do I reset my password", "how can I reset my password"
     single, bulk = make(shadow=True), make(shadow=True)
     for cache in (single, bulk):
         cache.store(stored, "Use the reset link.")
