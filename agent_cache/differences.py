@@ -622,6 +622,9 @@ def _read_numbers(toks: list[_Tok]) -> None:
             tok.number = None
 
 
+_GREETING_TIMES = frozenset({"morning", "afternoon", "evening", "night", "day"})
+
+
 def _read_temporal(toks: list[_Tok]) -> None:
     for i, tok in enumerate(toks):
         low = tok.low
@@ -638,6 +641,8 @@ def _read_temporal(toks: list[_Tok]) -> None:
         value = lx.TEMPORAL_WORDS.get(low)
         if value in ("am", "pm") and not (i and toks[i - 1].kind == "num"):
             value = None  # "Am I allowed...": a time of day only after a number
+        if prev == "good" and low in _GREETING_TIMES:
+            value = None  # "Good morning.": a greeting, not a time
         if value is not None and low not in lx.RELATIVE_TIME:
             tok.temporal = value
         elif low in lx.WEEKDAYS and (low not in ("sun", "sat", "wed") or tok.entity):

@@ -188,6 +188,10 @@ def _gptcache_traps(rows: Sequence[dict[str, Any]], embedder: Embedder) -> list[
 # ---------------------------------------------------------------------------- kinds
 HELD_OUT_FILE = Path("tests/data/paraphrase_heldout.jsonl")
 DOMAINS_FILE = Path("tests/data/trap_pairs_domains.jsonl")
+#: Two suites written without reading our code (issue 18): hand-written over ten
+#: domains, and generated from base questions by a grammar of perturbations.
+FRESH_FILE = Path("tests/data/trap_pairs_fresh.jsonl")
+GENERATED_FILE = Path("tests/data/trap_pairs_generated.jsonl")
 # the domain suite's families, under the names the other suites' columns use
 _DOMAIN_KIND = {
     "temporal-relation": "relation",
@@ -196,6 +200,26 @@ _DOMAIN_KIND = {
     "question-target": "question",
     "casing-punctuation": "casing",
     "question-form": "question form",
+    # the fresh and generated suites' names for the same kinds
+    "temporal": "relation",
+    "time-reference": "temporal",
+    "time_reference": "temporal",
+    "quantifier-scope": "scope",
+    "quantifier": "scope",
+    "reversing-prefix": "reversal",
+    "number-unit": "number",
+    "comparison-direction": "order",
+    "comparison": "order",
+    "agent_patient": "order",
+    "question_target": "question",
+    "subtle-antonym": "opposite",
+    "antonym": "opposite",
+    "related_word": "substitution",
+    "casing_punct": "casing",
+    "abbrev_contraction": "abbreviation",
+    "frame": "question form",
+    "adverbial_move": "reorder",
+    "passive-active": "reorder",
 }
 #: The held-out paraphrase kinds and the grammar suite's surface rewrites, as one name each.
 _PARAPHRASE_KIND = {
@@ -228,13 +252,19 @@ def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str
             if line.strip():
                 r = json.loads(line)
                 out.append(("held-out", r["label"], r["kind"], r["stored"], r["query"]))
-    domains = held_out.parent / DOMAINS_FILE.name if held_out is not None else None
-    if domains is not None and domains.is_file():
-        for line in domains.read_text(encoding="utf-8").splitlines():
+    for suite, name in (
+        ("domains", DOMAINS_FILE.name),
+        ("fresh", FRESH_FILE.name),
+        ("generated", GENERATED_FILE.name),
+    ):
+        path = held_out.parent / name if held_out is not None else None
+        if path is None or not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 r = json.loads(line)
                 kind = _DOMAIN_KIND.get(r["kind"], r["kind"])
-                out.append(("domains", r["label"], kind, r["stored"], r["query"]))
+                out.append((suite, r["label"], kind, r["stored"], r["query"]))
     return out
 
 
@@ -535,7 +565,9 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
     trap_kinds = sorted(x for x in keys if x.startswith("refuse:") and ":suite:" not in x)
     para_kinds = sorted(x for x in keys if x.startswith("serve:") and ":suite:" not in x)
     suites = tuple(
-        s for s in ("traps", "grammar", "held-out", "domains") if f"refuse:suite:{s}" in keys
+        s
+        for s in ("traps", "grammar", "held-out", "domains", "fresh", "generated")
+        if f"refuse:suite:{s}" in keys
     )
     lines = [
         "",
@@ -548,8 +580,12 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
         "in other words, plus near-miss traps; written before the mechanisms were "
         "measured on it) and `tests/data/trap_pairs_domains.jsonl` (a newcomer's suite: "
         "six domains, twelve trap and nine paraphrase families, written without our code "
-        "or suites; 13 of its 240 traps were served on first contact). Traps served "
-        "(lower is better):",
+        "or suites; 13 of its 240 traps were served on first contact), and two suites "
+        "written without our code in the session of 2026-12-06: `trap_pairs_fresh.jsonl` "
+        "(hand-written, ten domains; 12 of 196 traps served on first contact, then used "
+        "to find that session's mechanisms) and `trap_pairs_generated.jsonl` (generated "
+        "from base questions by a grammar of perturbations; 17 of 250 served on first "
+        "contact, kept out of the development loop). Traps served (lower is better):",
         "",
     ]
     lines += _kind_table(contenders, suites, trap_kinds, "refuse")

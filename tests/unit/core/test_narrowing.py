@@ -52,6 +52,14 @@ SERVED = [  # the same question: no qualifier, no other question, no moved negat
 ]
 
 
+def test_a_greeting_is_not_a_time() -> None:
+    greeted = analyze(
+        "Good evening! How do I add a card to my wallet?", "How do I add a card to my wallet?"
+    )
+    assert not greeted.refuses, greeted
+    assert analyze("Is the gym open in the evening?", "Is the gym open in the morning?").refuses
+
+
 @pytest.mark.parametrize(("query", "stored", "reason"), REFUSED)
 def test_a_narrowed_or_changed_question_refuses(query: str, stored: str, reason: str) -> None:
     for a, b in ((query, stored), (stored, query)):
