@@ -29,6 +29,8 @@ from agent_cache.vectors._write_batch import PendingVector, WriteBatcher, pendin
 
 __all__ = ["ChromaVectorStore"]
 
+#: A scope the filtered search comes back short for is read whole up to this many entries.
+_EXACT_SCOPE = 256
 #: How ``expires_at = inf`` is stored (Chroma metadata cannot hold infinity).
 NEVER = 1e18
 _PAGE = 1000
@@ -476,15 +478,40 @@ class ChromaVectorStore:
                 return self._matches(kept[:k])
         elif self.overfetch > 0:  # a crowded scope: try the cheap search again later
             self._share[scope] = min(1.0, max(share, 1e-3) * 1.25)
+        where = {"$and": [{"scope": scope}, {"expires_at": {"$gt": now}}]}
         rows = self._rows(
             collection.query(
                 query_embeddings=query,
                 n_results=k,
-                where={"$and": [{"scope": scope}, {"expires_at": {"$gt": now}}]},
+                where=where,
                 include=["metadatas", "distances"],
             )
         )
+        if len(rows) < k:  # a small scope: its every entry, ranked here
+            rows = self._exact(collection, query, where, k) or rows
         return self._matches(rows)
+
+    @staticmethod
+    def _exact(
+        collection: Any, query: Any, where: Mapping[str, Any], k: int
+    ) -> list[tuple[str, float, Mapping[str, Any] | None]]:
+        """The ``k`` nearest of a scope with fewer than ``k`` matches found by the
+        filtered search, read whole (at most :data:`_EXACT_SCOPE` entries) and ranked
+        here: Chroma's HNSW search under a filter that admits a handful of ids among
+        thousands can come back short (seen: the one live entry of a scope missed),
+        and a scope that small costs one read."""
+        got = collection.get(where=where, include=["embeddings", "metadatas"], limit=_EXACT_SCOPE)
+        ids = got.get("ids") or []
+        embeddings = got.get("embeddings")
+        if not ids or embeddings is None or len(ids) >= _EXACT_SCOPE:
+            return []
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        e = np.asarray(embeddings, dtype=np.float32)
+        norms = np.linalg.norm(e, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
+        distances = 1.0 - (e @ q) / np.maximum(norms, 1e-12)
+        metadatas = got.get("metadatas") or [None] * len(ids)
+        order = np.argsort(distances)[:k]
+        return [(str(ids[i]), float(distances[i]), metadatas[i]) for i in order]
 
     @staticmethod
     def _rows(result: Mapping[str, Any]) -> list[tuple[str, float, Mapping[str, Any] | None]]:

@@ -206,6 +206,40 @@ def test_chroma_scope_and_expiry_are_never_crowded_out(tmp_path: Path, overfetch
     store.close()
 
 
+def test_a_filtered_search_that_comes_back_short_is_read_whole(tmp_path: Path) -> None:
+    """Chroma's HNSW search under a filter that admits one id among ~1,150 once came back
+    empty in the full suite (the ``[20]`` case above): the one live entry of scope C was
+    missed. A short answer now reads the scope whole (it is small) and ranks it here."""
+    rng = np.random.default_rng(3)
+    target = rng.normal(size=16).astype(np.float32)
+    target /= np.linalg.norm(target)
+    clock = FakeClock()
+    store = ChromaVectorStore(str(tmp_path / "db"), collection="short", overfetch=0)
+    near = target + rng.normal(scale=0.05, size=(300, 16)).astype(np.float32)
+    live = (target + rng.normal(scale=0.6, size=(2, 16))).astype(np.float32)
+    store.add(
+        [f"a{i}" for i in range(300)] + ["live", "other"],
+        np.vstack([near, live]),
+        [meta("A")] * 300 + [meta("C"), meta("C", expires_at=clock() - 1)],
+    )
+    collection = store._coll()
+    real_query = collection.query
+
+    def hnsw_misses(**kwargs: Any) -> Any:  # what the filtered HNSW search did in CI
+        out = real_query(**kwargs)
+        if "where" in kwargs:
+            out = {**out, "ids": [[]], "distances": [[]], "metadatas": [[]]}
+        return out
+
+    collection.query = hnsw_misses
+    got = store.query(target, k=2, scope="C", now=clock())
+    assert [m.id for m in got] == ["live"]  # the expired one stays out
+    expected = float(live[0] @ target / np.linalg.norm(live[0]))
+    assert got[0].score == pytest.approx(expected, abs=1e-4)
+    assert store.query(target, k=2, scope="nobody", now=clock()) == []
+    store.close()
+
+
 def test_chroma_user_client_is_not_closed(tmp_path: Path) -> None:
     import chromadb
     from chromadb.config import Settings
