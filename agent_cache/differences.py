@@ -1496,10 +1496,11 @@ def _direction_differences(
         (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
     ):
         out.append(_diff("direction", sorted(dq), sorted(dc)))
+    # near-identical pairs (at most one unaligned word): every crossing is judged; looser
+    # rewordings only by the older swap rules (crossings there are mostly rephrasing)
     loose = sum(1 for t in left_q + left_c if t.content and t.low not in lx.FILLER) > 1
-    crossed, reordered = (None, False) if loose else _crossed(q, c, pairs)
-    swap = crossed or _roles_swapped(q, c)
-    if swap is None and not reordered:
+    swap = (None if loose else _crossed(q, c, pairs)) or _roles_swapped(q, c)
+    if swap is None and loose:
         swap = _swapped(q, c, pairs)
     if swap is not None:
         out.append(swap)
@@ -1602,10 +1603,10 @@ def _meaningful(t: _Tok) -> bool:
     return t.content or t.number is not None or t.temporal is not None or t.low in _PERSON
 
 
-def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> tuple[Difference | None, bool]:
+def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference | None:
     """Words that crossed (:mod:`agent_cache._moves`): a refusal (``order``) unless a
     moved clause or phrase, a passive voice or a symmetric connector ("X or Y")
-    explains it. The second value: something moved and was explained (a reordering)."""
+    explains it."""
     form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
@@ -1616,9 +1617,9 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> tuple[Diffe
     crossed = _moves.inversions(sq, sc, frozenset(meaningful), frozenset(free))
     voice = _voice(sq, kq, sc, kc)
     if voice == "swapped":
-        return Difference("order", "by … (passive)", "… (active)", True), False
+        return Difference("order", "by … (passive)", "… (active)", True)
     if not crossed:
-        return None, sq.keys != sc.keys
+        return None
     crossed = [
         (a, b)
         for a, b in crossed
@@ -1626,11 +1627,11 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> tuple[Diffe
         and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
-        return None, True
+        return None
     a, b = crossed[0]
     shown_q = " ".join(t.text for k, t in zip(sq.keys, kq, strict=True) if k in (a, b))
     shown_c = " ".join(t.text for k, t in zip(sc.keys, kc, strict=True) if k in (a, b))
-    return Difference("order", shown_q, shown_c, True), False
+    return Difference("order", shown_q, shown_c, True)
 
 
 _NOMINAL = ("ing", "tion", "sion", "ment", "ance", "ence", "al", "ure", "age", "ity", "ness")
@@ -2000,32 +2001,22 @@ def _unexplained(
     unmatched: tuple[list[_Tok], list[_Tok]],
 ) -> list[Difference]:
     """What the unmatched content words say when nothing refused yet: one or two words
-    swapped for others (a substitution), a qualifier added, or a detail."""
+    swapped for others (a substitution), a qualifier one side adds to a near-identical
+    question (:func:`_modifiers_added`; at most three words differ, all on that side),
+    or a detail."""
     uq, uc = unmatched
     shared = any(q[i].content for i in aligned[0])
     if uq and uc and shared and len(uq) <= 2 and len(uc) <= 2:
         return [_diff("substitution", [t.text for t in uq], [t.text for t in uc])]
-    out = _narrowed(q, c, left, aligned, unmatched)
+    out = []
+    nq = _modifiers_added(q, aligned[0], left[0])
+    nc = _modifiers_added(c, aligned[1], left[1])
+    one_sided = bool(nq) != bool(nc) and not (uq and uc)
+    if one_sided and len({id(t) for t in uq + uc + nq + nc}) <= 3:
+        out.append(_diff("qualifier", [t.text for t in nq], [t.text for t in nc]))
     if uq or uc:
         out.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
     return out
-
-
-def _narrowed(
-    q: list[_Tok],
-    c: list[_Tok],
-    left: tuple[list[_Tok], list[_Tok]],
-    aligned: tuple[set[int], set[int]],
-    unmatched: tuple[list[_Tok], list[_Tok]],
-) -> list[Difference]:
-    """A qualifier one side adds to a near-identical question (:func:`_modifiers_added`):
-    nothing else differs but at most three words on that side."""
-    nq = _modifiers_added(q, aligned[0], left[0])
-    nc = _modifiers_added(c, aligned[1], left[1])
-    uq, uc = unmatched
-    if not (nq or nc) or (nq and nc) or (uq and uc) or len({id(t) for t in uq + uc + nq + nc}) > 3:
-        return []
-    return [_diff("qualifier", [t.text for t in nq], [t.text for t in nc])]
 
 
 def _verb_not_participle(word: str) -> bool:
