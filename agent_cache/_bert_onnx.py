@@ -163,7 +163,9 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
     """Write ``out``: the BERT encoder in ``model_dir`` + mean pooling + L2 normalization.
 
     Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, ``[batch,
-    tokens]``); output ``sentence_embedding`` (float32, ``[batch, hidden]``).
+    tokens]``); outputs ``sentence_embedding`` (float32, ``[batch, hidden]``) and
+    ``token_embeddings`` (the last layer's states, ``[batch, tokens, hidden]``: what a
+    word means in its sentence, read by the model check of a swapped word).
 
     Raises:
         ConfigurationError: not a BERT model with absolute positions and GELU, or no
@@ -204,6 +206,7 @@ def build_bert_onnx(model_dir: Path, out: Path) -> None:
     for i in range(int(config["num_hidden_layers"])):
         x = _encoder_layer(g, layers, f"encoder.layer.{i}.", x)
     _mean_pool(g, x, maskf)
+    g.nodes.append(g.helper.make_node("Identity", [x], ["token_embeddings"]))
     _write_graph(onnx, g, hidden, out)
 
 
@@ -310,7 +313,10 @@ def _write_graph(onnx: Any, g: _Graph, hidden: int, out: Path) -> None:
         [
             onnx.helper.make_tensor_value_info(
                 "sentence_embedding", onnx.TensorProto.FLOAT, ["batch", hidden]
-            )
+            ),
+            onnx.helper.make_tensor_value_info(
+                "token_embeddings", onnx.TensorProto.FLOAT, ["batch", "tokens", hidden]
+            ),
         ],
         g.inits,
     )

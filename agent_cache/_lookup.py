@@ -21,7 +21,7 @@ import numpy as np
 
 from agent_cache import _io as io
 from agent_cache import _request as rq
-from agent_cache import semantic, tracing
+from agent_cache import embedders, semantic, tracing
 from agent_cache._backends import Backends
 from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Outcome, hit_from_record
@@ -308,10 +308,33 @@ class Reader:
         probes = semantic.synonym_probes(out)  # a swapped word the model may explain
         if probes:
             texts = [t for p in probes for t in (p.text, p.masked)]
-            rows = yield from io.embed(self._b.embedder, texts)
-            out = semantic.model_checked(out, probes, rows, verifier=verify)
+            bare = [w for p in probes for w in p.bare_words()]
+            rows = yield from io.embed(self._b.embedder, texts + bare)
+            context = yield from self._in_context(probes, rows[len(texts) :])
+            out = semantic.model_checked(
+                out, probes, rows[: len(texts)], verifier=verify, context=context
+            )
         if self._judge is not None:
             out = yield from self._judged_flow(query, out, policy)
+        return out
+
+    def _in_context(
+        self, probes: list[semantic.SynonymProbe], bare: Any
+    ) -> Flow[list[tuple[float, float] | None]]:
+        """Per probe, the swapped spans' cosine in their sentences and bare
+        (:func:`semantic.in_context`); ``None`` where the embedder has no token states or
+        the swap is not of content words."""
+        encode = embedders.span_encoder(self._b.embedder)
+        items = [it for p in probes for it in p.context_items()]
+        if encode is None or not items:
+            return [None] * len(probes)
+        spans = yield from io.call(encode, items)
+        out: list[tuple[float, float] | None] = []
+        i = 0
+        for p in probes:
+            n = len(p.context_items())
+            out.append(semantic.in_context(spans[i : i + n], bare[i : i + n]) if n else None)
+            i += n
         return out
 
     def _judged_flow(

@@ -23,6 +23,7 @@ loosen the cache. ``LayeredCache(config=...)`` refuses such a file unless it is 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -37,6 +38,7 @@ from agent_cache import semantic
 from agent_cache._settings import allow_unmet_target
 from agent_cache.cache import DEFAULT_THRESHOLD
 from agent_cache.differences import analyze
+from agent_cache.embedders import span_encoder
 from agent_cache.errorbound import wilson_lower
 from agent_cache.errors import ConfigurationError
 from agent_cache.keys import normalize
@@ -301,13 +303,20 @@ def _model_check(
     (``checked``; :func:`semantic.model_checked`)."""
     if not probes:
         return
-    texts = list(dict.fromkeys(t for _, _, p in probes for t in (p.text, p.masked)))
+    texts = list(
+        dict.fromkeys(t for _, _, p in probes for t in (p.text, p.masked, *p.bare_words()))
+    )
     vecs = _embed(embedder, texts, batch_size)
     row = {t: i for i, t in enumerate(texts)}
+    encode = span_encoder(embedder)
     for cand, verdict, p in probes:
         pair = [vecs[row[p.text]], vecs[row[p.masked]]]
+        context = None
+        if encode is not None and p.spans is not None:
+            bare = [vecs[row[w]] for w in p.bare_words()]
+            context = [semantic.in_context(encode(p.context_items()), bare)]
         checked = semantic.model_checked(
-            [verdict], [semantic.SynonymProbe(0, p.text, p.masked, p.lexical)], pair, verifier=False
+            [verdict], [dataclasses.replace(p, index=0)], pair, verifier=False, context=context
         )[0]
         if checked.outcome == "serve":
             cand.refused, cand.checked = "", True

@@ -15,7 +15,7 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,6 +40,7 @@ __all__ = [
     "resolve_model_path",
     "shared_embedder",
     "shared_embedders",
+    "span_encoder",
 ]
 
 DEFAULT_EMBEDDER = DEFAULT_REPO
@@ -466,6 +467,35 @@ def embedder_identity(embedder: Embedder) -> str:
     if isinstance(embedder, OnnxEmbedder) and embedder.precision == "int8":
         return f"{name} (onnx-int8)"
     return name
+
+
+def span_encoder(
+    embedder: Embedder,
+) -> Callable[[Sequence[tuple[str, int, int]]], list[npt.NDArray[np.float32] | None]] | None:
+    """The ``span_vectors`` method behind an embedder (through :class:`MemoEmbedder` and
+    :class:`~agent_cache.batching.MicroBatcher`, which do not change the vectors): what
+    a span of a text means in its sentence (see
+    :meth:`~agent_cache.onnx_embedder.OnnxEmbedder.span_vectors`). ``None`` when the
+    model gives no token states (a framework's or a hosted embedder): the model check
+    of a swapped word then reads sentence embeddings only.
+
+    Example:
+        >>> from agent_cache.testing import HashEmbedder
+        >>> span_encoder(MemoEmbedder(HashEmbedder())) is None
+        True
+    """
+    layer: object = embedder
+    for _ in range(8):  # wrappers nest a few deep at most
+        if layer is None:
+            break
+        method = getattr(layer, "span_vectors", None)
+        if callable(method):
+            return cast(
+                Callable[[Sequence[tuple[str, int, int]]], list[npt.NDArray[np.float32] | None]],
+                method,
+            )
+        layer = getattr(layer, "inner", None)
+    return None
 
 
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")

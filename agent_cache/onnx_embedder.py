@@ -98,8 +98,15 @@ def _model_files(model_dir: Path) -> dict[str, Any]:
     return out
 
 
+#: The built graph's version, part of its cache key: 2 added the ``token_embeddings``
+#: output (an older export on disk is rebuilt, not read without it).
+GRAPH_VERSION = 2
+
+
 def _export_path(model_dir: Path, precision: Precision, cache_dir: Path) -> Path:
-    ident = json.dumps([str(model_dir.resolve()), _model_files(model_dir)], sort_keys=True)
+    ident = json.dumps(
+        [str(model_dir.resolve()), _model_files(model_dir), GRAPH_VERSION], sort_keys=True
+    )
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return cache_dir / f"{model_dir.name}-{digest}" / f"model-{precision}.onnx"
 
@@ -291,6 +298,7 @@ class OnnxEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: tuple[str, ...] = ()
+        self._outputs: tuple[str, ...] = ()
         self._fallen_back = False
         self._lock = threading.Lock()
         _fork.after_fork_in_child(self, _fork.renew_locks("_lock"))
@@ -355,6 +363,7 @@ class OnnxEmbedder:
             str(path), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self._inputs = tuple(i.name for i in session.get_inputs())
+        self._outputs = tuple(o.name for o in session.get_outputs())
         self._pooled = len(session.get_outputs()[0].shape) == 2
         self._tokenizer, self.path = tokenizer, path
         self._session = session
@@ -424,7 +433,7 @@ class OnnxEmbedder:
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         try:
             (vectors,) = self._session.run(
-                None, {k: v for k, v in feeds.items() if k in self._inputs}
+                list(self._outputs[:1]), {k: v for k, v in feeds.items() if k in self._inputs}
             )
         except Exception as exc:
             raise BackendError(f"ONNX embedding failed: {exc}", layer="semantic") from exc
@@ -432,6 +441,54 @@ class OnnxEmbedder:
         if not self._pooled:  # token states [B, S, H] from a repository's export: mean-pool
             weights = mask.astype(np.float32)[:, :, None]
             out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return out
+
+    def span_vectors(
+        self, items: Sequence[tuple[str, int, int]]
+    ) -> list[npt.NDArray[np.float32] | None]:
+        """What a span of a text means in its sentence: for each ``(text, start, end)``
+        the mean of the model's last-layer states over the word pieces inside characters
+        ``[start, end)``, L2-normalized; ``None`` for a span the model did not read (past
+        its token limit) or when the model gives no token states (a fallback, or an
+        export with pooled output only). One ONNX run for all items.
+
+        The model check of a swapped word compares these: "pay for" and "cover" in one
+        health-plan question mean the same, "loosen" and "tighten" do not, though both
+        pairs sit close as bare words."""
+        if not items:
+            return []
+        if not self._load():
+            return [None] * len(items)
+        if "token_embeddings" in self._outputs:
+            name = "token_embeddings"
+        elif not self._pooled:
+            name = self._outputs[0]
+        else:
+            return [None] * len(items)
+        encodings = self._tokenizer.encode_batch([text for text, _, _ in items])
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        try:
+            (states,) = self._session.run(
+                [name], {k: v for k, v in feeds.items() if k in self._inputs}
+            )
+        except Exception as exc:
+            raise BackendError(f"ONNX embedding failed: {exc}", layer="semantic") from exc
+        out: list[npt.NDArray[np.float32] | None] = []
+        for row, (enc, (_, start, end)) in enumerate(zip(encodings, items, strict=True)):
+            picks = [
+                i
+                for i, (a, b) in enumerate(enc.offsets)
+                if enc.attention_mask[i] and b > a and a >= start and b <= end
+            ]
+            if not picks:
+                out.append(None)
+                continue
+            v = np.asarray(states[row, picks].mean(axis=0), dtype=np.float32)
+            norm = float(np.linalg.norm(v))
+            out.append(v / norm if norm > 0 else None)
         return out
 
 

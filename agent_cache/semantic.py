@@ -41,6 +41,7 @@ __all__ = [
     "Verdict",
     "finish",
     "focus",
+    "in_context",
     "model_checked",
     "screen",
     "synonym_probes",
@@ -83,6 +84,17 @@ SYNONYM_FLOOR = 0.80
 #: a WordNet sense the question does not mean moves it more: "boss so mean" -> "so
 #: average" 1.60).
 LEXICAL_MOVE_RATIO = 0.80
+#: The model check in context: a swap of content words whose two spans, read as the
+#: model reads them inside their own sentences (last-layer token states,
+#: :func:`~agent_cache.embedders.span_encoder`), sit at least this close, and closer
+#: than the same words out of context, is explained when it moves the query no more
+#: than deleting the word does. Context that pulls two words together means one sense
+#: of both ("pay" / "cover" in a health-plan question, "booking" / "reservation");
+#: words of one kind stay as close as they were ("freezer" / "fridge" 0.63 in context,
+#: 0.66 bare; "loosen" / "tighten" 0.63 and 0.78).
+CONTEXT_FLOOR = 0.60
+#: ... and the cosine the move is measured against: move <= this x drop.
+CONTEXT_MOVE_RATIO = 1.0
 _MASK = "something"
 
 
@@ -296,6 +308,43 @@ class SynonymProbe:
     text: str
     masked: str
     lexical: bool = False  # a WordNet synonym below the threshold, not a refusal
+    #: for the check in context (:data:`CONTEXT_FLOOR`): the candidate's text and the
+    #: character spans of the swapped words in each; empty when the swap is not of
+    #: content words (a quantifier, a function word, a number)
+    candidate: str = ""
+    spans: tuple[tuple[int, int], tuple[int, int]] | None = None
+
+    def context_items(self) -> list[tuple[str, int, int]]:
+        """The two spans in their sentences, for ``span_vectors``; [] when none."""
+        if self.spans is None:
+            return []
+        (qs, qe), (cs, ce) = self.spans
+        return [(self.text, qs, qe), (self.candidate, cs, ce)]
+
+    def bare_words(self) -> list[str]:
+        """The two swapped spans on their own, to embed out of context; [] when none."""
+        if self.spans is None:
+            return []
+        (qs, qe), (cs, ce) = self.spans
+        return [self.text[qs:qe], self.candidate[cs:ce]]
+
+
+def _span_pattern(words: Sequence[str]) -> str:
+    return r"(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)"
+
+
+def _content_swap(q_words: Sequence[str], c_words: Sequence[str]) -> bool:
+    """Both sides of a swap are content words: no quantifier ("all" / "any" is a scope,
+    judged as a frame), function word, digit or symbol."""
+    from agent_cache import lexicon as lx
+    from agent_cache._frames import QUANTIFIERS
+
+    words = [w.lower() for w in (*q_words, *c_words)]
+    return (
+        bool(q_words)
+        and bool(c_words)
+        and all(w.isalpha() and w not in lx.FUNCTION_WORDS and w not in QUANTIFIERS for w in words)
+    )
 
 
 def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
@@ -325,11 +374,40 @@ def synonym_probes(verdicts: Sequence[Verdict]) -> list[SynonymProbe]:
             continue
         if not span or len(span) > 2:
             continue
-        pattern = r"(?<!\w)" + r"\W+".join(re.escape(w) for w in span) + r"(?!\w)"
+        pattern = _span_pattern(span)
         masked, n = re.subn(pattern, _MASK, a.query, count=1, flags=re.IGNORECASE)
         if n:
-            return [SynonymProbe(i, a.query, masked, lexical)]
+            return [SynonymProbe(i, a.query, masked, lexical, *_context_spans(a, span, lexical))]
     return []
+
+
+def _context_spans(
+    a: Analysis, span: Sequence[str], lexical: bool
+) -> tuple[str, tuple[tuple[int, int], tuple[int, int]] | None]:
+    """The candidate's text and where the swapped words sit in each text, for the check
+    in context; ``("", None)`` for a WordNet synonym (checked as before) or a swap that
+    is not of content words, or words not found as written."""
+    if lexical or len(a.refusals) != 1:
+        return "", None
+    other = a.refusals[0].candidate.split()
+    if len(other) > 2 or not _content_swap(span, other):
+        return "", None
+    mq = re.search(_span_pattern(span), a.query, flags=re.IGNORECASE)
+    mc = re.search(_span_pattern(other), a.candidate, flags=re.IGNORECASE)
+    if mq is None or mc is None:
+        return "", None
+    return a.candidate, ((mq.start(), mq.end()), (mc.start(), mc.end()))
+
+
+def in_context(in_sentence: Sequence[Any], bare: Sequence[Any]) -> tuple[float, float] | None:
+    """(cosine of the two swapped spans read in their sentences, cosine of the same words
+    embedded bare), from the unit vectors of :meth:`SynonymProbe.context_items` and
+    :meth:`SynonymProbe.bare_words`; ``None`` when a span had no vector."""
+    if len(in_sentence) != 2 or len(bare) != 2 or any(x is None for x in in_sentence):
+        return None
+    inside = float(np.dot(np.asarray(in_sentence[0]), np.asarray(in_sentence[1])))
+    outside = float(np.dot(np.asarray(bare[0]), np.asarray(bare[1])))
+    return inside, outside
 
 
 def model_checked(
@@ -338,12 +416,17 @@ def model_checked(
     vectors: Any,
     *,
     verifier: bool,
+    context: Sequence[tuple[float, float] | None] | None = None,
 ) -> list[Verdict]:
     """Fold the model check in: ``vectors`` holds the unit embeddings of each probe's
     ``text`` then ``masked``, in probe order. A swap that moves the query less than
     :data:`SYNONYM_MOVE_RATIO` (:data:`LEXICAL_MOVE_RATIO` for a WordNet synonym) of
     what deleting the span moves it is explained (a ``model`` difference, allowed) and
-    the candidate is served (or verified); every other verdict is returned unchanged."""
+    the candidate is served (or verified); so is a swap of content words that the
+    model reads as one sense in context (``context``, per probe, from
+    :func:`in_context`: at least :data:`CONTEXT_FLOOR` and above the bare words'
+    cosine) moving the query at most :data:`CONTEXT_MOVE_RATIO` of the deletion. Every
+    other verdict is returned unchanged."""
     out = list(verdicts)
     for k, probe in enumerate(probes):
         v = out[probe.index]
@@ -352,6 +435,9 @@ def model_checked(
         drop = 1.0 - float(np.dot(np.asarray(text), np.asarray(masked)))
         move = 1.0 - v.score
         ratio = LEXICAL_MOVE_RATIO if probe.lexical else SYNONYM_MOVE_RATIO
+        seen = context[k] if context is not None and k < len(context) else None
+        if seen is not None and seen[0] >= CONTEXT_FLOOR and seen[0] > seen[1]:
+            ratio = max(ratio, CONTEXT_MOVE_RATIO)
         if drop <= 0.0 or move > ratio * drop:
             continue
         if probe.lexical:

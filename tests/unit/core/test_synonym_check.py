@@ -49,3 +49,63 @@ def test_only_lone_substitutions_above_the_floor_are_probed() -> None:
         semantic.Candidate("i", "k", "x", 0.97), "refused", other.reason, 0.97, other
     )
     assert semantic.synonym_probes([low, opposite]) == []
+
+
+# ---------------------------------------------------------------- the check in context
+def test_a_content_swap_carries_its_spans_for_the_check_in_context() -> None:
+    q, c = "Does my plan pay for physical therapy?", "Does my plan cover physical therapy?"
+    v = _refused(q, c, 0.89)
+    (probe,) = semantic.synonym_probes([v])
+    items = probe.context_items()
+    assert [text[s:e] for text, s, e in items] == ["pay", "cover"]
+    assert [text for text, _, _ in items] == [q, c]
+    assert probe.bare_words() == ["pay", "cover"]
+
+
+def test_a_quantifier_swap_has_no_check_in_context() -> None:
+    # "all" / "any" is a scope (a frame), never one sense of two words
+    v = _refused(
+        "Can I delete all files in the folder?", "Can I delete any files in the folder?", 0.97
+    )
+    (probe,) = semantic.synonym_probes([v])
+    assert probe.spans is None and probe.context_items() == [] and probe.bare_words() == []
+
+
+def test_one_sense_in_context_explains_a_swap_that_moves_up_to_a_deletion() -> None:
+    # the swap moved the query 0.11 and deleting the word 0.15: too much for the
+    # sentence-level check (0.40), enough when the model reads one sense in context
+    v = _refused(
+        "Does my plan pay for physical therapy?", "Does my plan cover physical therapy?", 0.89
+    )
+    probes = semantic.synonym_probes([v])
+    assert semantic.model_checked([v], probes, _pair(0.85), verifier=False)[0] is v
+    same_sense = [(0.70, 0.45)]
+    out = semantic.model_checked([v], probes, _pair(0.85), verifier=False, context=same_sense)
+    assert out[0].outcome == "serve"
+    assert [d.kind for d in out[0].analysis.differences] == ["model"]  # type: ignore[union-attr]
+
+
+def test_words_no_closer_in_context_than_bare_stay_refused() -> None:
+    v = _refused("How do I loosen the lug nuts?", "How do I tighten the lug nuts?", 0.93)
+    probes = semantic.synonym_probes([v])
+    # close in context (0.63) but closer still as bare words (0.78): one kind, not one sense
+    out = semantic.model_checked([v], probes, _pair(0.88), verifier=False, context=[(0.63, 0.78)])
+    assert out[0] is v
+    # close and pulled together, but below the floor
+    low = [(semantic.CONTEXT_FLOOR - 0.01, 0.30)]
+    assert semantic.model_checked([v], probes, _pair(0.88), verifier=False, context=low)[0] is v
+
+
+def test_the_check_in_context_never_explains_more_than_a_deletion() -> None:
+    v = _refused("How do I rename a file?", "How do I delete a file?", 0.85)
+    probes = semantic.synonym_probes([v])
+    # the swap moved the query 0.15, deleting the word 0.12: the swap says more
+    out = semantic.model_checked([v], probes, _pair(0.88), verifier=False, context=[(0.9, 0.2)])
+    assert out[0] is v
+
+
+def test_in_context_needs_both_vectors() -> None:
+    a, b = np.array([1.0, 0.0]), np.array([0.6, 0.8])
+    assert semantic.in_context([a, b], [a, a]) == (0.6, 1.0)
+    assert semantic.in_context([a, None], [a, b]) is None
+    assert semantic.in_context([], []) is None

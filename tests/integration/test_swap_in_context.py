@@ -1,0 +1,78 @@
+"""The model check of a swapped word, in context (issue 18): the bundled MiniLM reads
+the two swapped words inside their own sentences (its last-layer token states); words
+that context pulls into one sense are a paraphrase, words of one kind that stay as
+close as they are bare are not. Pairs written for this test, not taken from a suite."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from agent_cache import LayeredCache
+from agent_cache.embedders import DEFAULT_EMBEDDER, embedder_from, span_encoder
+
+pytestmark = pytest.mark.integration
+
+SAME = [
+    ("Can I defrost salmon in cold water?", "Can I thaw salmon in cold water?"),
+    ("Can I change my hotel booking online?", "Can I change my hotel reservation online?"),
+    ("How do I merge two git branches?", "How do I combine two git branches?"),
+    ("How often should I replace my toothbrush?", "How often should I change my toothbrush?"),
+    ("Will the company reimburse my moving costs?", "Will the company pay back my moving costs?"),
+]
+DIFFERENT = [
+    ("How do I loosen a bike chain?", "How do I tighten a bike chain?"),
+    ("Should I store bread in the freezer?", "Should I store bread in the fridge?"),
+    ("Can I rent a car at 18?", "Can I buy a car at 18?"),
+    ("Is coffee bad for your heart?", "Is coffee bad for your liver?"),
+]
+
+
+def _span(text: str, word: str) -> tuple[str, int, int]:
+    start = text.index(word)
+    return text, start, start + len(word)
+
+
+def test_the_onnx_embedder_reads_a_word_in_its_sentence() -> None:
+    encode = span_encoder(embedder_from(DEFAULT_EMBEDDER))
+    assert encode is not None
+    q, c = SAME[1]
+    inside = encode([_span(q, "booking"), _span(c, "reservation")])
+    assert all(v is not None and abs(float(np.linalg.norm(v)) - 1.0) < 1e-5 for v in inside)
+    # a span the model never read (past its 256-token window) has no vector
+    long = "word " * 400 + "booking"
+    assert encode([_span(long, "booking")]) == [None]
+
+
+@pytest.mark.parametrize(("stored", "asked"), SAME)
+def test_one_sense_in_context_is_served(stored: str, asked: str) -> None:
+    with LayeredCache(path=None) as cache:
+        cache.store(stored, "the answer")
+        hit = cache.lookup(asked)
+        assert hit is not None and hit.response == "the answer", str(cache.explain(asked))
+        assert "model:" in str(cache.explain(asked))
+
+
+@pytest.mark.parametrize(("stored", "asked"), DIFFERENT)
+def test_words_of_one_kind_stay_refused(stored: str, asked: str) -> None:
+    with LayeredCache(path=None) as cache:
+        cache.store(stored, "the answer")
+        assert cache.lookup(asked) is None, str(cache.explain(asked))
+
+
+def test_the_async_lookup_checks_in_context_too() -> None:
+    async def run() -> tuple[object, object]:
+        with LayeredCache(path=None) as cache:
+            await cache.astore(SAME[0][0], "thawed")
+            await cache.astore(DIFFERENT[0][0], "loosened")
+            return await cache.alookup(SAME[0][1]), await cache.alookup(DIFFERENT[0][1])
+
+    same, different = asyncio.run(run())
+    assert same is not None and getattr(same, "response", None) == "thawed"
+    assert different is None
