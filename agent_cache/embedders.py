@@ -162,6 +162,37 @@ class SentenceTransformerEmbedder:
         )
         return _unit_rows(np.asarray(vectors).reshape(len(items), -1))
 
+    def span_vectors(
+        self, items: Sequence[tuple[str, int, int]]
+    ) -> list[npt.NDArray[np.float32] | None]:
+        """What a span of a text means in its sentence, as
+        :meth:`~agent_cache.onnx_embedder.OnnxEmbedder.span_vectors` computes it (the
+        same model gives the same states on either runtime, so both decide alike)."""
+        from agent_cache.onnx_embedder import span_means
+
+        if not items:
+            return []
+        model = self._load()
+        tokenizer = getattr(model, "tokenizer", None)
+        if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+            return [None] * len(items)  # no character offsets to find the words by
+        import torch
+
+        enc = tokenizer(
+            [text for text, _, _ in items],
+            padding=True,
+            truncation=True,
+            max_length=int(getattr(model, "max_seq_length", 512) or 512),
+            return_offsets_mapping=True,
+            return_tensors="pt",
+        )
+        offsets = enc.pop("offset_mapping").tolist()
+        masks = enc["attention_mask"].tolist()
+        with torch.no_grad():
+            out = model.forward({k: v.to(model.device) for k, v in enc.items()})
+        states = out["token_embeddings"].float().cpu().numpy()
+        return span_means(states, offsets, masks, items)
+
 
 #: The most characters of one text an embedder behind :class:`MemoEmbedder` (every
 #: embedder a cache builds) is given: the start of a longer text stands for it. Models

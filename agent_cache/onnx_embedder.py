@@ -476,20 +476,32 @@ class OnnxEmbedder:
             )
         except Exception as exc:
             raise BackendError(f"ONNX embedding failed: {exc}", layer="semantic") from exc
-        out: list[npt.NDArray[np.float32] | None] = []
-        for row, (enc, (_, start, end)) in enumerate(zip(encodings, items, strict=True)):
-            picks = [
-                i
-                for i, (a, b) in enumerate(enc.offsets)
-                if enc.attention_mask[i] and b > a and a >= start and b <= end
-            ]
-            if not picks:
-                out.append(None)
-                continue
-            v = np.asarray(states[row, picks].mean(axis=0), dtype=np.float32)
-            norm = float(np.linalg.norm(v))
-            out.append(v / norm if norm > 0 else None)
-        return out
+        return span_means(np.asarray(states), [e.offsets for e in encodings], mask.tolist(), items)
+
+
+def span_means(
+    states: npt.NDArray[Any],
+    offsets: Sequence[Sequence[tuple[int, int]]],
+    masks: Sequence[Sequence[int]],
+    items: Sequence[tuple[str, int, int]],
+) -> list[npt.NDArray[np.float32] | None]:
+    """Per item, the unit mean of the token states (``[batch, tokens, hidden]``) whose
+    character offsets lie inside its ``[start, end)``; special and padding tokens (empty
+    offsets, mask 0) never count. ``None`` where no token does."""
+    out: list[npt.NDArray[np.float32] | None] = []
+    for row, (_, start, end) in enumerate(items):
+        picks = [
+            i
+            for i, (a, b) in enumerate(offsets[row])
+            if masks[row][i] and b > a and a >= start and b <= end
+        ]
+        if not picks:
+            out.append(None)
+            continue
+        v = np.asarray(states[row, picks].mean(axis=0), dtype=np.float32)
+        norm = float(np.linalg.norm(v))
+        out.append(v / norm if norm > 0 else None)
+    return out
 
 
 #: A group's padding may add this share of its real tokens, plus ``PAD_ALLOWANCE``

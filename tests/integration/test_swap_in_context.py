@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from agent_cache import LayeredCache
-from agent_cache.embedders import DEFAULT_EMBEDDER, embedder_from, span_encoder
+from agent_cache.embedders import (
+    DEFAULT_EMBEDDER,
+    MemoEmbedder,
+    SentenceTransformerEmbedder,
+    embedder_from,
+    span_encoder,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +54,18 @@ def test_the_onnx_embedder_reads_a_word_in_its_sentence() -> None:
     # a span the model never read (past its 256-token window) has no vector
     long = "word " * 400 + "booking"
     assert encode([_span(long, "booking")]) == [None]
+
+
+def test_torch_and_onnx_read_a_word_alike() -> None:
+    # one model, two runtimes: the same entries, so the same decisions
+    onnx = span_encoder(embedder_from(DEFAULT_EMBEDDER))
+    torch = span_encoder(MemoEmbedder(SentenceTransformerEmbedder()))
+    assert onnx is not None and torch is not None
+    q, c = SAME[0]
+    items = [_span(q, "defrost"), _span(c, "thaw"), _span(DIFFERENT[0][0], "loosen")]
+    for a, b in zip(onnx(items), torch(items), strict=True):
+        assert a is not None and b is not None
+        assert float(np.dot(a, b)) > 0.9999
 
 
 @pytest.mark.parametrize(("stored", "asked"), SAME)
