@@ -274,6 +274,8 @@ def _scope(words: Sequence[str]) -> set[str]:
             continue
         if w == "one" and i + 1 < len(words) and words[i + 1] in ("of", "another"):
             continue  # "one of my", "one another"
+        if w in ("many", "much") and i and words[i - 1] in ("how", "how many", "how much"):
+            continue  # "how many" asks a number: not a quantifier
         if w == "only" and not (i + 1 < len(words) and words[i + 1] in ("one", "a", "the")):
             continue
         out.add(cls)

@@ -948,6 +948,28 @@ _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _VOWELS = frozenset("aeiou")
 
 
+def _contracts(short: str, long_: str) -> bool:
+    """A contraction of ``long_``: its first letter (``pkg``, ``acct``) or a clipping of
+    two letters or more (``govt``, ``dept``: four letters or more, rare as a word beside
+    the expansion), then consonants only, in order, the last one a consonant."""
+    if short[-1] in _VOWELS:
+        return False
+    if len(short) >= 3 and not (_VOWELS & set(short[1:])):
+        it = iter(long_[1:])
+        if all(ch in it for ch in short[1:]):
+            return True
+    if len(short) < 4 or _Dictionary.frequency(short) * 1000 > _Dictionary.frequency(long_):
+        return False
+    for cut in range(2, len(short) - 1):
+        rest = short[cut:]
+        if _VOWELS & set(rest) or not long_.startswith(short[:cut]):
+            continue
+        it = iter(long_[cut:])
+        if all(ch in it for ch in rest):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=65536)
 def _abbreviates(short: str, long_: str) -> bool:
     """``short`` is an abbreviation of the word ``long_``, by its form alone:
@@ -957,7 +979,9 @@ def _abbreviates(short: str, long_: str) -> bool:
     - a clipping: a prefix of three letters or more (``prod``/production, ``env``,
       ``config``, ``docs``/documentation: plurals compared on their stems);
     - a contraction: the first letter, then consonants only, in order (``pkg``/package,
-      ``msg``/message, ``acct``/account);
+      ``msg``/message, ``acct``/account), or a clipping closed by consonants in order
+      (``govt``/government, ``dept``/department: four letters or more, the short form
+      rare as a word beside its expansion);
     - the initials of a compound of two dictionary words (``db``/database: data+base).
 
     The long form must be a dictionary word clearly longer than the short one, and a
@@ -983,10 +1007,8 @@ def _abbreviates(short: str, long_: str) -> bool:
         and _Dictionary.frequency(short) <= _Dictionary.frequency(long_)  # not cat/category
     ):
         return True
-    if len(short) >= 3 and not (_VOWELS & set(short[1:])):
-        it = iter(long_[1:])
-        if all(ch in it for ch in short[1:]) and short[-1] not in _VOWELS:
-            return True
+    if _contracts(short, long_):
+        return True
     if len(short) == 2:  # initials of a closed compound: database, keyboard, password
         for cut in range(3, len(long_) - 2):
             head, tail = long_[:cut], long_[cut:]
@@ -1052,6 +1074,9 @@ def _compare_numbers(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
         return []
     qv = Counter(n for n, _ in qn.elements())
     cv = Counter(n for n, _ in cn.elements())
+    # "one pound" / "a pound": a "1" the other side says with an article is the same
+    _one_as_article(qv, cv, q, c)
+    _one_as_article(cv, qv, c, q)
     if qv != cv:
         return [_diff("numbers", qv - cv, cv - qv)]
     # same values: units must agree where both texts give one
@@ -1068,6 +1093,22 @@ def _compare_numbers(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
             )
         ]
     return []
+
+
+def _one_as_article(
+    mine: Counter[str], other: Counter[str], toks: Sequence[_Tok], others: Sequence[_Tok]
+) -> None:
+    """Drop from ``mine`` the ones ("1", "one") that ``others`` says with an article
+    more than ``toks`` does ("How many ounces in one pound?" / "... in a pound?")."""
+    extra = mine["1"] - other["1"]
+    if extra <= 0:
+        return
+    articles = sum(t.low in ("a", "an") for t in others) - sum(t.low in ("a", "an") for t in toks)
+    drop = min(extra, articles)
+    if drop > 0:
+        mine["1"] -= drop
+        if mine["1"] <= 0:
+            del mine["1"]
 
 
 def _diff(kind: str, q: Iterable[Any], c: Iterable[Any], refuses: bool = True) -> Difference:
