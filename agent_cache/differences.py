@@ -364,7 +364,11 @@ _NOUN_SUFFIXES = ("ation", "ition", "ion", "ment", "al", "ance", "ence", "ure")
 def _verb_noun(verb: str, noun: str) -> bool:
     """A verb and its noun whose stems the stemmer splits: register / registration,
     verify / verification. The noun less its suffix shares all but the verb's last two
-    letters, the verb reads as a verb and the noun as a noun (opera / operation: no)."""
+    letters (or a verb in -y takes -ication: apply / application, notify /
+    notification), the verb reads as a verb and the noun as a noun (opera / operation:
+    no)."""
+    if len(verb) >= 4 and verb.endswith("y") and noun == verb[:-1] + "ication":
+        return "VERB" in _readings(verb) and "NOUN" in _readings(noun)
     for suffix in _NOUN_SUFFIXES:
         if not noun.endswith(suffix):
             continue

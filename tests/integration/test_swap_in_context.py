@@ -94,3 +94,20 @@ def test_the_async_lookup_checks_in_context_too() -> None:
     same, different = asyncio.run(run())
     assert same is not None and getattr(same, "response", None) == "thawed"
     assert different is None
+
+
+def test_a_verb_asked_as_its_noun_is_served_at_the_cosine_minilm_gives_it() -> None:
+    # MiniLM puts these at 0.78-0.79: under the old 0.80 floor, over REWORDED_FLOOR
+    pairs = [
+        ("What is the visa application process?", "How do I apply for a visa?"),
+        ("What is the library card renewal process?", "How do I renew my library card?"),
+    ]
+    with LayeredCache(path=None) as cache:
+        for i, (stored, asked) in enumerate(pairs):
+            cache.store(stored, f"answer {i}", context=str(i))
+            hit = cache.lookup(asked, context=str(i))
+            assert hit is not None and hit.response == f"answer {i}", str(cache.explain(asked))
+            assert hit.similarity < 0.80
+        # the same frame asking more ("deadline") is not reworded: no hit
+        cache.store("What is the visa application deadline?", "a date", context="d")
+        assert cache.lookup("How do I apply for a visa?", context="d") is None

@@ -15,11 +15,15 @@ NOMINALIZED = [
     ("How do I activate my new card?", "What's the activation process for my new card?"),
     ("How is the late fee calculated?", "What is the calculation of the late fee?"),
     ("How do I register my bike?", "What's the registration procedure for my bike?"),
+    # a verb in -y takes -ication: the stemmer splits apply / application
+    ("How do I apply for a visa?", "What is the visa application process?"),
+    ("How do I notify my landlord?", "What is the landlord notification process?"),
 ]
 NOT_NOMINALIZED = [
     ("What is trolling?", "What is a troll?"),  # a derived word, no how/what frame
     ("How do I renew my passport?", "Why is passport renewal slow?"),
     ("Do you have a plan for your life?", "What is your plan for your life?"),
+    ("How do I apply for a visa?", "What is the visa application deadline?"),  # more asked
 ]
 
 
