@@ -305,7 +305,8 @@ class Reader:
                 span = semantic.Candidate(cand.id, cand.key, f.candidate, cos)
                 for v in semantic.screen(f.query, [span], policy, verifier=verify):
                     out.append(semantic.Verdict(cand, v.outcome, v.reason, v.score, v.analysis))
-        probes = semantic.synonym_probes(out)  # a swapped word the model may explain
+        # a swapped word the model may explain
+        probes = semantic.synonym_probes(out, semantic.synonym_floor(policy.threshold))
         if probes:
             texts = [t for p in probes for t in (p.text, p.masked)]
             bare = [w for p in probes for w in p.bare_words()]

@@ -380,7 +380,7 @@ def served(
         reworded = c.reworded and c.similarity >= semantic.REWORDED_FLOOR
         if (
             c.similarity >= point
-            or c.checked
+            or (c.checked and c.similarity >= semantic.synonym_floor(point))
             or reworded
             or (c.equivalent and c.similarity >= floor)
         ):

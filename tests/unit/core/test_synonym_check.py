@@ -5,6 +5,7 @@ the word would; the decision logic here, with hand-made unit vectors."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from agent_cache import semantic
 from agent_cache.differences import analyze
@@ -109,3 +110,11 @@ def test_in_context_needs_both_vectors() -> None:
     assert semantic.in_context([a, b], [a, a]) == (0.6, 1.0)
     assert semantic.in_context([a, None], [a, b]) is None
     assert semantic.in_context([], []) is None
+
+
+def test_a_stricter_threshold_raises_the_model_checks_floor() -> None:
+    assert semantic.synonym_floor(0.92) == semantic.SYNONYM_FLOOR
+    assert semantic.synonym_floor(0.97) == pytest.approx(0.97 - semantic.SYNONYM_MARGIN)
+    v = _refused("What are the signs of gout?", "What are the symptoms of gout?", 0.83)
+    assert semantic.synonym_probes([v], semantic.synonym_floor(0.92))
+    assert semantic.synonym_probes([v], semantic.synonym_floor(0.97)) == []
