@@ -64,9 +64,6 @@ def test_held_out_paraphrases_hit_and_its_traps_are_refused(minilm: Any) -> None
     with LayeredCache(path=None, embedder=minilm) as cache:
         hits = _decide(cache, [(r["query"], r["stored"]) for r in HELD_OUT])
         refused = cache.stats().refused
-        # every lookup whose candidate was refused is counted as a refusal (the other
-        # traps fall below the threshold: "What does a dentist earn?" / "... do?" leaves
-        # one word, a detail)
         explained = [cache.explain(r["query"], context=f"pair {i}") for i, r in enumerate(HELD_OUT)]
     served = [r for r, hit in zip(HELD_OUT, hits, strict=True) if hit and r["label"] == "refuse"]
     assert not served, served
@@ -81,6 +78,14 @@ def test_held_out_paraphrases_hit_and_its_traps_are_refused(minilm: Any) -> None
     assert rates["synonym"] >= 0.5, rates
     assert all(rate >= 0.85 for kind, rate in rates.items() if kind != "synonym"), rates
     assert sum(by_kind.values()) / sum(total.values()) >= 0.8, rates
-    refusals = sum(1 for e in explained if e.verdicts and e.verdicts[0].outcome == "refused")
-    traps = sum(1 for r in HELD_OUT if r["label"] == "refuse")
-    assert refusals >= traps - 5 and sum(refused.values()) == refusals, refused
+    outcomes = [e.verdicts[0].outcome if e.verdicts else "none" for e in explained]
+    # stats count every refused lookup, paraphrases included
+    assert sum(refused.values()) == outcomes.count("refused"), refused
+    # each trap is refused by the analysis, or its cosine leaves it below the threshold
+    # (26 of 35 refused: 8 sit under 0.5, "What does a dentist earn?" / "... do?" leaves
+    # one word, a detail)
+    trap_outcomes = Counter(
+        o for r, o in zip(HELD_OUT, outcomes, strict=True) if r["label"] == "refuse"
+    )
+    assert set(trap_outcomes) <= {"refused", "below_threshold"}, trap_outcomes
+    assert trap_outcomes["refused"] >= 24, trap_outcomes
