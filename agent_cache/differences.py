@@ -294,6 +294,37 @@ def _wordnet() -> dict[str, str]:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _action_nouns() -> dict[str, frozenset[str]]:
+    """The WordNet verb -> action noun table (``data/wordnet_derivations.txt.gz``, built
+    by ``scripts/build_wordnet_derivations.py``): "deliver" -> "delivery", "sell" ->
+    "selling", "complain" -> "complaint". Empty when the file is gone."""
+    import gzip
+    from importlib import resources
+
+    try:
+        raw = resources.files("agent_cache").joinpath("data/wordnet_derivations.txt.gz")
+        text = gzip.decompress(raw.read_bytes()).decode("utf-8")
+    except OSError:
+        return {}
+    out: dict[str, frozenset[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            verb, nouns = line.split("\t", 1)
+            out[verb] = frozenset(nouns.split())
+    return out
+
+
+def _action_noun(x: _Tok, y: _Tok) -> bool:
+    """Whether one word is the other's action noun in WordNet, in either order."""
+    table = _action_nouns()
+    for verb, noun in ((x, y), (y, x)):
+        forms = noun.lemmas | {noun.low}
+        if any(forms & table.get(v, frozenset()) for v in verb.lemmas | {verb.low}):
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=8192)
 def _senses(word: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """(the word's two most frequent senses, the senses they point to as "similar to"
@@ -911,7 +942,7 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
     if how == "lexical":
         return x.content and y.content and _lexical_synonyms(x, y) and not _opposite(x, y)
     if how == "derived":
-        return _derived(x.low, y.low) and not _opposite(x, y)
+        return (_derived(x.low, y.low) or _action_noun(x, y)) and not _opposite(x, y)
     return _typo(x.low, y.low) and not _opposite(x, y)
 
 
@@ -1496,7 +1527,11 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
-    if not any(d.refuses for d in diffs):
+    duration = _duration_frame(q, c, uq, uc)
+    if duration:  # "How long does it take to X" / "What's the X time": one question
+        diffs.append(Difference("frame", "how long … take", "… time", False))
+        uq, uc = [], []
+    if not any(d.refuses for d in diffs) and not duration:
         diffs += _unexplained(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
 
     fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
@@ -1522,7 +1557,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     reworded = (
         not (same or lexical or uq or uc or repeats or any(d.refuses for d in diffs))
         and shared >= 2
-        and _nominalization_frame(q, c, pairs)
+        and (duration or _nominalization_frame(q, c, pairs) or _process_frame(q, c, left_q, left_c))
     )
     return Analysis(
         query, candidate, tuple(diffs), same and not lexical, shared, same and lexical, reworded
@@ -1685,7 +1720,11 @@ _NOMINAL = ("ing", "tion", "sion", "ment", "ance", "ence", "al", "ure", "age", "
 def _nominalized(x: _Tok, y: _Tok) -> bool:
     """One word the noun of the other ("calculation" / "calculated", "meaning" /
     "mean"): a nominalization moves the verb's place in the sentence."""
-    if x.low == y.low or not (x.low.endswith(_NOMINAL) or y.low.endswith(_NOMINAL)):
+    if x.low == y.low:
+        return False
+    if _action_noun(x, y):  # WordNet: "deliver" / "delivery", "complain" / "complaint"
+        return True
+    if not (x.low.endswith(_NOMINAL) or y.low.endswith(_NOMINAL)):
         return False
     return bool(x.lemmas & y.lemmas) or _derived(x.low, y.low)
 
@@ -1751,12 +1790,53 @@ def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -
             verb, noun = (c[j], q[i]) if flip else (q[i], c[j])
             if (
                 verb.low != noun.low
-                and noun.low.endswith(_NOMINAL)
+                and (noun.low.endswith(_NOMINAL) or _action_noun(verb, noun))
                 and "VERB" in _readings(verb.low)
                 and "NOUN" in _readings(noun.low)
                 and _nominalized(verb, noun)
             ):
                 return True
+    return False
+
+
+_DURATION = frozenset({"time", "duration"})
+
+
+def _duration_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> bool:
+    """One side asks how long something takes, the other for its time: "How long does
+    it take to approve a loan?" / "What's the approval time for a loan?". Left over are
+    "how long" and "take" on one side, only "time" (or "duration") on the other, which
+    opens with "what" ("What time ...?" asks the clock, not a duration)."""
+    for one, other, mine, theirs in ((q, c, uq, uc), (c, q, uc, uq)):
+        words = [t for t in one if t.kind != "sym" and t.low not in lx.OPENERS]
+        if not words or words[0].low != "how long" or _opener(other) != "what":
+            continue
+        if not theirs or any(t.low not in _DURATION for t in theirs):
+            continue
+        if any(t.pos > 0 and other[t.pos - 1].low in ("what", "which") for t in theirs):
+            continue  # "What time does it ship?" asks the clock
+        if all(t is words[0] or "take" in t.lemmas for t in mine):
+            return True
+    return False
+
+
+# nouns that name the way to do something: "What's the process for ..." asks "how"
+_PROCESS = frozenset("process processes procedure procedures steps".split())
+
+
+def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]) -> bool:
+    """One side asks the way to do something ("How do I request time off?"), the other
+    its process ("What's the process for requesting time off?", "What are the steps to
+    reset my router?"): a left-over process noun on a side that opens with "what" or
+    "which", against a "how do I" question."""
+    for one, other, left in ((q, c, left_c), (c, q, left_q)):
+        if (
+            _opener(one) == "how"
+            and _asks_manner(one)
+            and _opener(other) in ("what", "which")
+            and any(t.low in _PROCESS for t in left)
+        ):
+            return True
     return False
 
 
@@ -2217,5 +2297,6 @@ def warm() -> None:
     _stem("resetting")
     _lemmas("passwords")
     _wordnet()
+    _action_nouns()
     analyze("How do I reset my password today?", "How can I reset my passwords tomorrow?")
     _WARM.set()

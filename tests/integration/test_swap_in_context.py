@@ -111,3 +111,23 @@ def test_a_verb_asked_as_its_noun_is_served_at_the_cosine_minilm_gives_it() -> N
         # the same frame asking more ("deadline") is not reworded: no hit
         cache.store("What is the visa application deadline?", "a date", context="d")
         assert cache.lookup("How do I apply for a visa?", context="d") is None
+
+
+def test_process_and_duration_frames_are_served_through_the_cache() -> None:
+    # MiniLM puts these at 0.84-0.92, under the threshold: served as reworded
+    pairs = [
+        ("What's the delivery process for a package?", "How do I deliver a package?"),
+        ("What's the reset process for my router?", "How do I reset my router?"),
+        (
+            "What's the approval time for a rental application?",
+            "How long does it take to approve a rental application?",
+        ),
+    ]
+    with LayeredCache(path=None) as cache:
+        for i, (stored, asked) in enumerate(pairs):
+            cache.store(stored, f"answer {i}", context=str(i))
+            hit = cache.lookup(asked, context=str(i))
+            assert hit is not None and hit.response == f"answer {i}", str(cache.explain(asked))
+            assert hit.similarity < 0.92
+        cache.store("How long does it take to ship to Canada?", "5 days", context="t")
+        assert cache.lookup("What time does it ship to Canada?", context="t") is None
