@@ -533,6 +533,11 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
         return [base, ("is", "is")] if low[:-2] in _S_IS else [base]
     if low.endswith("'"):
         return [(raw[:-1], low[:-1])] if len(low) > 1 else []
+    parts = low.split("-")
+    if len(parts) > 1 and _PURE_NUMBER.match(parts[0]) and all(p.isalpha() for p in parts[1:]):
+        # "a 6-year-old", "a 1-hour massage", "2-factor": a number and the words it
+        # counts, read as written apart ("GPT-4", "COVID-19", "utf-8" stay one word)
+        return [(r, w) for r, w in zip(raw.split("-"), parts, strict=False) if w]
     if "-" in low and not any(c.isdigit() for c in low):
         # always split (check-in / check-out differ in their parts; "log-in" becomes the
         # phrase "log in"), so both spellings of one word read the same
@@ -644,6 +649,8 @@ def _read_numbers(toks: list[_Tok]) -> None:
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         prev = toks[i - 1] if i else None
         if tok.unit is None and nxt is not None and nxt.number is None:
+            if tok.low == "half" and nxt.low in ("a", "an") and i + 2 < len(toks):
+                nxt = toks[i + 2]  # "half an hour", "half a cup"
             unit = lx.UNITS.get(nxt.low)
             if unit is not None:
                 tok.unit = unit
@@ -651,10 +658,25 @@ def _read_numbers(toks: list[_Tok]) -> None:
         if prev is not None and prev.low in lx.CURRENCY:
             tok.unit = lx.UNITS[prev.low]
             prev.used = True
-    # "one" is a pronoun as often as a number ("which one"): a number only before a unit
-    for tok in toks:
-        if tok.low == "one" and tok.unit is None:
+    # "one" is a pronoun as often as a number ("which one", "how does one apply"): a
+    # number before a unit or a noun it counts ("one entry", "one time a day")
+    for i, tok in enumerate(toks):
+        if tok.low == "one" and tok.unit is None and not _counts_a_noun(toks, i):
             tok.number = None
+
+
+_NOT_COUNTING = frozenset("which the this that each every any no another some".split())
+
+
+def _counts_a_noun(toks: list[_Tok], i: int) -> bool:
+    """``toks[i]`` ("one") counts the noun after it: the next word reads only as a noun
+    ("one entry", not "one use" / "one apply"), with no determiner before "one"."""
+    nxt = toks[i + 1] if i + 1 < len(toks) else None
+    if nxt is None or nxt.kind != "word" or nxt.low in lx.FUNCTION_WORDS:
+        return False
+    if i and toks[i - 1].low in _NOT_COUNTING:
+        return False
+    return _readings(nxt.low) == {"NOUN"}
 
 
 _GREETING_TIMES = frozenset({"morning", "afternoon", "evening", "night", "day"})
@@ -1103,9 +1125,51 @@ def _numbers(toks: Sequence[_Tok]) -> Counter[tuple[str, str | None]]:
     return Counter((t.number, t.unit) for t in toks if t.number is not None and not t.used)
 
 
+# units one converts exactly into another: the same amount written in other units
+# ("half an hour" / "30 minutes", "1.5 kg" / "1500 g") is the same number
+_CONVERSIONS: dict[str, tuple[str, float]] = {
+    **{u: ("time", f) for u, f in (("ms", 0.001), ("s", 1), ("min", 60), ("h", 3600))},
+    **{u: ("time", f) for u, f in (("day", 86400), ("week", 604800))},
+    **{u: ("mass", f) for u, f in (("mg", 0.001), ("g", 1), ("kg", 1000))},
+    **{u: ("length", f) for u, f in (("mm", 0.001), ("cm", 0.01), ("m", 1), ("km", 1000))},
+    **{u: ("imperial length", f) for u, f in (("in", 1), ("ft", 12), ("yd", 36))},
+    **{u: ("volume", f) for u, f in (("ml", 0.001), ("l", 1))},
+    **{u: ("kitchen", f) for u, f in (("tsp", 1), ("tbsp", 3), ("cup", 48))},
+    **{u: ("weight", f) for u, f in (("oz", 1), ("lb", 16))},
+}
+
+
+def _amounts(found: Counter[tuple[str, str | None]]) -> Counter[tuple[str, str | None]] | None:
+    """The numbers with a convertible unit as one amount in that family's base unit;
+    None when a number does not read as a value ("#2", an ordinal)."""
+    out: Counter[tuple[str, str | None]] = Counter()
+    for (n, unit), k in found.items():
+        if unit in _CONVERSIONS:
+            try:
+                value = float(n)
+            except ValueError:
+                return None
+            family, factor = _CONVERSIONS[unit]
+            out[(_num(round(value * factor, 6)), family)] += k
+        else:
+            out[(n, unit)] += k
+    return out
+
+
+def _asks_in_units(toks: Sequence[_Tok]) -> bool:
+    """A convertible unit named on its own ("how many *tablespoons* in 2 cups"): the
+    question is the conversion, and its amounts are not interchangeable."""
+    return any(
+        t.number is None and not t.used and lx.UNITS.get(t.low) in _CONVERSIONS for t in toks
+    )
+
+
 def _compare_numbers(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     qn, cn = _numbers(q), _numbers(c)
     if qn == cn:
+        return []
+    qa, ca = _amounts(qn), _amounts(cn)
+    if qa is not None and qa == ca and not _asks_in_units(q) and not _asks_in_units(c):
         return []
     qv = Counter(n for n, _ in qn.elements())
     cv = Counter(n for n, _ in cn.elements())

@@ -59,4 +59,6 @@ def test_the_same_question_is_not_refused(a: str, b: str) -> None:
 )
 def test_other_counts_still_refuse(a: str, b: str, reason: str) -> None:
     for q, c in ((a, b), (b, a)):
-        assert analyze(q, c).reason == reason
+        analysis = analyze(q, c)
+        # "one banana" is also a count now (it counts its noun): the scope still refuses
+        assert analysis.refuses and reason in {d.kind for d in analysis.refusals}
