@@ -658,11 +658,32 @@ def _read_numbers(toks: list[_Tok]) -> None:
         if prev is not None and prev.low in lx.CURRENCY:
             tok.unit = lx.UNITS[prev.low]
             prev.used = True
+    _read_fractions(toks)
     # "one" is a pronoun as often as a number ("which one", "how does one apply"): a
     # number before a unit or a noun it counts ("one entry", "one time a day")
     for i, tok in enumerate(toks):
         if tok.low == "one" and tok.unit is None and not _counts_a_noun(toks, i):
             tok.number = None
+
+
+def _read_fractions(toks: list[_Tok]) -> None:
+    """ "1/4 cup", "1/2 tablet": a fraction before a unit or a noun is one number (0.25,
+    0.5), as "a quarter cup" or "half a tablet" says it; "12/25" (a date) is not read
+    (the numerator must be under the denominator, the denominator at most 16)."""
+    for i in range(len(toks) - 2):
+        a, bar, b = toks[i], toks[i + 1], toks[i + 2]
+        if a.kind != "num" or bar.low != "/" or b.kind != "num" or a.unit is not None:
+            continue
+        try:
+            top, bottom = int(a.low), int(b.low)
+        except ValueError:
+            continue
+        nxt = toks[i + 3] if i + 3 < len(toks) else None
+        if not (0 < top < bottom <= 16) or (b.unit is None and (nxt is None or not nxt.content)):
+            continue
+        a.number, a.unit = _num(round(top / bottom, 6)), b.unit
+        bar.used = b.used = True
+        b.number = b.unit = None
 
 
 _NOT_COUNTING = frozenset("which the this that each every any no another some".split())
@@ -1603,12 +1624,10 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
         diffs.append(Difference("filler", " ".join(fillers), "", False))
     # equivalent: the same words, up to typos, inflection, synonyms and acronyms (a
     # derived form or a changed function word is a rewording, judged by similarity)
-    fq = Counter(_agreed(t.low) for t in left_q if not t.content and t.low not in _ARTICLES)
-    fc = Counter(_agreed(t.low) for t in left_c if not t.content and t.low not in _ARTICLES)
     equivalent = (
         not any(d.refuses for d in diffs)
         and not (uq or uc or fillers or repeats)
-        and fq == fc
+        and _function_words(left_q) == _function_words(left_c)
         and not any(d.kind == "derived" for d in diffs)
         and _tense(q) == _tense(c)  # "were" aligns with "are" (one lemma): a rewording
     )
@@ -1625,6 +1644,16 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     )
     return Analysis(
         query, candidate, tuple(diffs), same and not lexical, shared, same and lexical, reworded
+    )
+
+
+def _function_words(left: list[_Tok]) -> Counter[str]:
+    """The left-over function words, articles aside; numbers were compared by value
+    ("a quarter cup" / "1/4 cup" say one number)."""
+    return Counter(
+        _agreed(t.low)
+        for t in left
+        if not t.content and t.low not in _ARTICLES and t.number is None
     )
 
 

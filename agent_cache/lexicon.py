@@ -150,6 +150,7 @@ NUMBER_WORDS: dict[str, float] = {
     "trillion": 1e12,
     "dozen": 12,
     "half": 0.5,
+    "quarter": 0.25,
     "single": 1,
     "double": 2,
     "twice": 2,

@@ -5,7 +5,8 @@ suite's synonym pairs were refused for "numbers" when one side wrote "6-year-old
   "a 6 year old", "2-factor" / "two-factor"), while "GPT-4" or "COVID-19" stay names;
 - an amount in convertible units is one amount ("half an hour" / "30 minutes",
   "48 hours" / "2 days"), unless the question asks for the conversion itself;
-- "one" counts the noun after it ("one entry" / "a single entry").
+- "one" counts the noun after it ("one entry" / "a single entry");
+- a fraction is one number ("1/4 cup" / "a quarter cup", "1/2 tablet" / "half a tablet").
 
 Pairs written for this test, not taken from a suite."""
 
@@ -30,6 +31,8 @@ SAME = [
     ("Can I store breast milk for 48 hours?", "Can I store breast milk for 2 days?"),
     ("Can I check a bag of 23 kg?", "Can I check a bag of 23000 g?"),
     ("Do I need a visa for a single entry?", "Do I need a visa for one entry?"),
+    ("How many tablespoons are in a quarter cup?", "How many tablespoons are in 1/4 cup?"),
+    ("Can I take 1/2 tablet of ibuprofen?", "Can I take half a tablet of ibuprofen?"),
 ]
 DIFFERENT = [
     ("Can my 6-year-old ride in the front seat?", "Can my 8-year-old ride in the front seat?"),
@@ -41,6 +44,8 @@ DIFFERENT = [
     ("Can I store breast milk for 48 hours?", "Can I store breast milk for 3 days?"),
     ("Is 5 minutes enough to boil an egg?", "Is 5 hours enough to boil an egg?"),
     ("Can I bring one suitcase?", "Can I bring two suitcases?"),
+    ("Can I take 1/2 tablet of ibuprofen?", "Can I take 1/4 tablet of ibuprofen?"),
+    ("Is the store open on 12/25?", "Is the store open on 12/26?"),  # a date, not 0.48
     # the conversion is the question: its amounts are not interchangeable
     ("How do I convert 2 cups to tablespoons?", "How do I convert 32 tbsp to tablespoons?"),
 ]
