@@ -385,6 +385,8 @@ def _derived(a: str, b: str) -> bool:
     if long_.startswith(short):  # relation/relationship; repo/repository (abbreviation)
         if long_[len(short) :] in _PARTICLES:  # checkout is check + out: a compound
             return False
+        if len(long_) - len(short) <= 2 and _Dictionary.frequency(long_) == 0:
+            return False  # "resett" / "reset": a slip of the keys, judged as a typo
         return len(short) >= 5 or (len(short) >= 3 and _Dictionary.frequency(short) == 0)
     return known and _verb_noun(short, long_)
 
@@ -1619,6 +1621,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     if not any(d.refuses for d in diffs) and not duration:
         diffs += _unexplained(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
 
+    aside = _preamble(q) | _preamble(c)  # "Hi! Quick question - ...": said to no end
+    left_q, left_c = ([t for t in side if id(t) not in aside] for side in (left_q, left_c))
     fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
     if fillers:
         diffs.append(Difference("filler", " ".join(fillers), "", False))
@@ -1644,6 +1648,42 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     )
     return Analysis(
         query, candidate, tuple(diffs), same and not lexical, shared, same and lexical, reworded
+    )
+
+
+_QUESTION_START = lx.QUESTION_WORDS | {"how", "what", "which"}
+# greetings and discourse markers, a closed class: "hey there quick question how do I"
+_DISCOURSE = lx.OPENERS | {"there", "quick", "question", "thanks", "thank", "you", "again"}
+
+
+def _preamble(toks: list[_Tok]) -> set[int]:
+    """The ids of a greeting or aside before the question ("Hi! Quick question - can I
+    ...", "Hey there, I'd like to ..."): a first phrase that says nothing (no content word
+    beyond filler, no number, time, name or negation), or, unpunctuated, greetings
+    before a question word or an auxiliary ("hey there quick question how do I")."""
+    start = 0  # phrases that say nothing, one after another
+    marks = [i for i, t in enumerate(toks) if i and (t.after_mark or t.after_stop)]
+    for i in marks:
+        if not _says_nothing(toks[start:i]):
+            break
+        start = i
+    for i in range(start, len(toks)):  # then greetings, unpunctuated
+        if toks[i].low not in _DISCOURSE:
+            if i > start and toks[i].low in _QUESTION_START | _AUXILIARIES:
+                start = i
+            break
+    return {id(u) for u in toks[:start]}
+
+
+def _says_nothing(head: list[_Tok]) -> bool:
+    return not any(
+        (u.content and u.low not in lx.FILLER)
+        or u.number is not None
+        or u.temporal is not None
+        or u.entity
+        or u.low in lx.NEGATIONS
+        or u.low in _QUESTION_START  # "What is it, and how do I use it?": two questions
+        for u in head
     )
 
 
