@@ -508,8 +508,20 @@ class _Tok:
         )
 
 
+# written shorthands, a closed class: "w/o an itemized list", "my # to another carrier"
+_SHORTHANDS = (
+    (re.compile(r"(?<![\w/])w/o(?![\w/])", re.IGNORECASE), "without"),
+    (re.compile(r"(?<![\w/])w/(?=\s)", re.IGNORECASE), "with"),
+    (re.compile(r"(?<![\w/])b/c(?![\w/])", re.IGNORECASE), "because"),
+    (re.compile(r"(?<![\w#])#(?=\s|$|[?.!,;:])"), "number"),
+)
+
+
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    text = unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    for pattern, word in _SHORTHANDS:
+        text = pattern.sub(word, text)
+    return text
 
 
 def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
@@ -1107,6 +1119,10 @@ def _initials(tok: _Tok) -> str:
     return tok.low[:1]
 
 
+# words an acronym may leave out: "pounds per square inch" (PSI), "date of birth" (DOB)
+_ACRONYM_SKIPS = frozenset("of and the for & per in on to a an at with".split())
+
+
 def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
     """An acronym on ``side`` spelled by the initials of a run of words on ``other``."""
     found: list[Difference] = []
@@ -1122,11 +1138,7 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             for t in other[start:]:
                 if t.used or t.kind == "sym":
                     break
-                if (
-                    run
-                    and t.low in ("of", "and", "the", "for", "&")
-                    and not target.startswith(spelled + t.low[:1])
-                ):
+                if run and t.low in _ACRONYM_SKIPS and not target.startswith(spelled + t.low[:1]):
                     run.append(t)
                     continue
                 spelled += _initials(t)
