@@ -19,9 +19,10 @@ Each line of the table is ``verb<TAB>nouns`` (space-separated).
 
 from __future__ import annotations
 
-import gzip
 import sys
 from pathlib import Path
+
+from build_wordnet_synonyms import write_table  # the licence and the gzip, shared
 
 # noun lexicographer files of an action said as a noun
 ACTION_FILES = frozenset({4, 9, 10, 11, 21, 22, 26})  # act cognition communication event
@@ -33,23 +34,6 @@ HEADER = """\
 # scripts/build_wordnet_derivations.py ("derivationally related form" pointers to act,
 # event, process, state, communication, cognition and possession nouns).
 #
-# WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved.
-# Permission to use, copy, modify and distribute this software and database and its
-# documentation for any purpose and without fee or royalty is hereby granted, provided
-# that you agree to comply with the following copyright notice and statements,
-# including the disclaimer, and that the same appear on ALL copies of the software,
-# database and documentation, including modifications that you make for internal use
-# or for distribution.
-# THIS SOFTWARE AND DATABASE IS PROVIDED "AS IS" AND PRINCETON UNIVERSITY MAKES NO
-# REPRESENTATIONS OR WARRANTIES, EXPRESS OR IMPLIED. BY WAY OF EXAMPLE, BUT NOT
-# LIMITATION, PRINCETON UNIVERSITY MAKES NO REPRESENTATIONS OR WARRANTIES OF
-# MERCHANTABILITY OR FITNESS FOR ANY PARTICULAR PURPOSE OR THAT THE USE OF THE LICENSED
-# SOFTWARE, DATABASE OR DOCUMENTATION WILL NOT INFRINGE ANY THIRD PARTY PATENTS,
-# COPYRIGHTS, TRADEMARKS OR OTHER RIGHTS.
-# The name of Princeton University or Princeton may not be used in advertising or
-# publicity pertaining to distribution of the software and/or database. Title to
-# copyright in this software, database and any associated documentation shall at all
-# times remain with Princeton University and LICENSEE agrees to preserve same.
 """
 
 
@@ -94,10 +78,7 @@ def build(folder: Path) -> dict[str, set[str]]:
 
 def write(table: dict[str, set[str]], out: Path = OUT) -> int:
     lines = [f"{v}\t{' '.join(sorted(ns))}" for v, ns in sorted(table.items())]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = (HEADER + "\n".join(lines) + "\n").encode("utf-8")
-    out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
-    return len(lines)
+    return write_table(lines, HEADER, out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ HEADER = """\
 # scripts/build_wordnet_synonyms.py: a word, its two most frequent senses, and the
 # senses those point to as "similar to" or "verb group".
 #
+"""
+LICENSE = """\
 # WordNet 3.0 Copyright 2006 by Princeton University. All rights reserved.
 # Permission to use, copy, modify and distribute this software and database and its
 # documentation for any purpose and without fee or royalty is hereby granted, provided
@@ -120,15 +122,21 @@ def build(folder: Path) -> dict[str, tuple[set[int], set[int]]]:
     return slim
 
 
+def write_table(lines: list[str], header: str, out: Path) -> int:
+    """Write ``header``, WordNet's licence and ``lines`` to ``out``, gzipped
+    reproducibly (no timestamp); returns the number of lines."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = (header + LICENSE + "\n".join(lines) + "\n").encode("utf-8")
+    out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    return len(lines)
+
+
 def write(table: dict[str, tuple[set[int], set[int]]], out: Path = OUT) -> int:
     lines = [
         f"{w}\t{' '.join(_b36(s) for s in sorted(ids))}\t{' '.join(_b36(s) for s in sorted(n))}"
         for w, (ids, n) in sorted(table.items())
     ]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = (HEADER + "\n".join(lines) + "\n").encode("utf-8")
-    out.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
-    return len(lines)
+    return write_table(lines, HEADER, out)
 
 
 if __name__ == "__main__":
