@@ -326,14 +326,15 @@ class Reader:
         (:func:`semantic.in_context`); ``None`` where the embedder has no token states or
         the swap is not of content words."""
         encode = embedders.span_encoder(self._b.embedder)
-        items = [it for p in probes for it in p.context_items()]
+        per_probe = [p.context_items() for p in probes]
+        items = [it for its in per_probe for it in its]
         if encode is None or not items:
             return [None] * len(probes)
         spans = yield from io.call(encode, items)
         out: list[tuple[float, float] | None] = []
         i = 0
-        for p in probes:
-            n = len(p.context_items())
+        for its in per_probe:
+            n = len(its)
             out.append(semantic.in_context(spans[i : i + n], bare[i : i + n]) if n else None)
             i += n
         return out
