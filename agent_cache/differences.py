@@ -276,16 +276,14 @@ class _AllKnown(dict):  # type: ignore[type-arg]
         return 1
 
 
-@functools.lru_cache(maxsize=1)
-def _wordnet() -> dict[str, str]:
-    """The WordNet synonym table (``data/wordnet_synonyms.txt.gz``, built by
-    ``scripts/build_wordnet_synonyms.py``): word -> its line's senses, kept as text and
-    read per word (:func:`_senses`). Empty when the file is gone."""
+def _packaged_table(name: str) -> dict[str, str]:
+    """A gzipped ``key<TAB>rest`` table from ``agent_cache/data`` (``#`` lines are its
+    header): key -> rest; empty when the file is gone."""
     import gzip
     from importlib import resources
 
     try:
-        raw = resources.files("agent_cache").joinpath("data/wordnet_synonyms.txt.gz")
+        raw = resources.files("agent_cache").joinpath(f"data/{name}")
         text = gzip.decompress(raw.read_bytes()).decode("utf-8")
     except OSError:
         return {}
@@ -295,24 +293,20 @@ def _wordnet() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
+def _wordnet() -> dict[str, str]:
+    """The WordNet synonym table (``data/wordnet_synonyms.txt.gz``, built by
+    ``scripts/build_wordnet_synonyms.py``): word -> its line's senses, kept as text and
+    read per word (:func:`_senses`). Empty when the file is gone."""
+    return _packaged_table("wordnet_synonyms.txt.gz")
+
+
+@functools.lru_cache(maxsize=1)
 def _action_nouns() -> dict[str, frozenset[str]]:
     """The WordNet verb -> action noun table (``data/wordnet_derivations.txt.gz``, built
     by ``scripts/build_wordnet_derivations.py``): "deliver" -> "delivery", "sell" ->
     "selling", "complain" -> "complaint". Empty when the file is gone."""
-    import gzip
-    from importlib import resources
-
-    try:
-        raw = resources.files("agent_cache").joinpath("data/wordnet_derivations.txt.gz")
-        text = gzip.decompress(raw.read_bytes()).decode("utf-8")
-    except OSError:
-        return {}
-    out: dict[str, frozenset[str]] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            verb, nouns = line.split("\t", 1)
-            out[verb] = frozenset(nouns.split())
-    return out
+    table = _packaged_table("wordnet_derivations.txt.gz")
+    return {verb: frozenset(nouns.split()) for verb, nouns in table.items()}
 
 
 def _action_noun(x: _Tok, y: _Tok) -> bool:
@@ -1664,6 +1658,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 
 
 _QUESTION_START = lx.QUESTION_WORDS | {"how", "what", "which"}
+_CLAUSE_START = _QUESTION_START | _AUXILIARIES  # where a question begins
 # greetings and discourse markers, a closed class: "hey there quick question how do I"
 _DISCOURSE = lx.OPENERS | {"there", "quick", "question", "thanks", "thank", "you", "again"}
 
@@ -1681,7 +1676,7 @@ def _preamble(toks: list[_Tok]) -> set[int]:
         start = i
     for i in range(start, len(toks)):  # then greetings, unpunctuated
         if toks[i].low not in _DISCOURSE:
-            if i > start and toks[i].low in _QUESTION_START | _AUXILIARIES:
+            if i > start and toks[i].low in _CLAUSE_START:
                 start = i
             break
     return {id(u) for u in toks[:start]}
