@@ -69,6 +69,7 @@ REASONS = (
     "relation",
     "negation",
     "question",
+    "request",
     "modality",
     "scope",
     "opposites",
@@ -1615,7 +1616,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 
     diffs += _unmatched_differences(q, c, left_q, left_c)
     diffs += _direction_differences(q, c, left_q, left_c, pairs)
-    diffs += _negation_moved(q, c, pairs)
+    diffs += _negation_moved(q, c, pairs) + _requests_added(q, c, pairs)
 
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
@@ -1680,6 +1681,108 @@ def _preamble(toks: list[_Tok]) -> set[int]:
                 start = i
             break
     return {id(u) for u in toks[:start]}
+
+
+_JOINERS = frozenset("and or also plus then".split())
+# words that point back to what the question is about: a clause holding one elaborates it
+# ("What is X, and how does *it* work?"), it does not ask about something new
+_ANAPHORS = frozenset("it its they them their theirs this that these those he him his she".split())
+
+
+def _requests_added(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> list[Difference]:
+    """A request one side adds: a clause asking about something new ("...? Also, how do
+    I delete my account?", "cancel my plan *and get a refund*"), sharing no content word
+    with the other side and not pointing back at its subject. The answer to the shorter
+    text leaves it unanswered."""
+    out = []
+    for toks, aligned in ((q, set(pairs)), (c, set(pairs.values()))):
+        added = [
+            clause
+            for clause in _clauses(toks)
+            if _asks(clause)
+            and not any(t.pos in aligned for t in clause if t.content)
+            and not any(t.low in _ANAPHORS for t in clause)
+        ]
+        if added:
+            words = [" ".join(t.text for t in clause) for clause in added]
+            pair = (words, []) if toks is q else ([], words)
+            out.append(_diff("request", *pair))
+    return out
+
+
+def _clauses(toks: list[_Tok]) -> list[list[_Tok]]:
+    """The text cut into sentences, and before a joining word ("and", "or", "also") that
+    opens a clause of its own ("and *how* do I", "and *get* a refund"; not "pros and
+    cons"). A clause after a joining word is marked by that word, first."""
+    out: list[list[_Tok]] = []
+    for i, t in enumerate(toks):
+        stop = t.after_stop and not _abbreviated(toks[i - 1])
+        if not out or stop or (t.low in _JOINERS and _opens_clause(toks[i + 1 :], verb=True)):
+            out.append([])
+        out[-1].append(t)
+    return out if len(out) > 1 else []
+
+
+def _abbreviated(t: _Tok) -> bool:
+    """A word whose full stop abbreviates ("U.S.", "Gen.", "Dr."), not a sentence's end."""
+    return "." in t.text or (t.text[:1].isupper() and len(t.text) <= 3 and t.text.isalpha())
+
+
+def _opens_clause(rest: list[_Tok], *, verb: bool) -> bool:
+    """The words start a question: past joining and greeting words, a question word or an
+    auxiliary; with ``verb``, a verb in its base form too ("and *get* a refund")."""
+    head = next((t for t in rest if t.low not in _JOINERS and t.low not in _DISCOURSE), None)
+    if head is None:
+        return False
+    if head.low in _CLAUSE_START:
+        return True
+    return verb and _base_verb(head.low) and head.low not in lx.FILLER
+
+
+def _base_verb(word: str) -> bool:
+    """A verb's base form ("get", "delete"; not "cons", "deleted", "getting")."""
+    get_all, _ = _LemmaTables.get()
+    if get_all is None or not word.isalpha():
+        return False
+    return word in get_all(word).get("VERB", ())
+
+
+_SUBJECTS = frozenset("i you we they he she it u".split())
+
+
+def _names_thing(clause: list[_Tok]) -> bool:
+    """A content word that can name a thing, where a noun stands: not filler, and not
+    right after a subject, an auxiliary or "to" (where the verb stands: "where do I
+    *start*"): "and can I get a *refund*", "how do I delete my *account*"."""
+    for i, t in enumerate(clause):
+        if not t.content or t.low in lx.FILLER or t.low in _DETERMINERS:
+            continue
+        before = clause[i - 1].low if i else ""
+        if before in _SUBJECTS or before in _AUXILIARIES or before == "to":
+            continue
+        if t.entity or "NOUN" in _readings(t.low) or not _readings(t.low):
+            return True
+    return False
+
+
+# who a request for help is made to: "Can *anyone* advise?", "Could *you* assist?"
+_ADDRESSEES = frozenset("you u anyone anybody someone somebody everyone y'all ya".split())
+
+
+def _asks(clause: list[_Tok]) -> bool:
+    """A clause that asks something: a question, or a verb after a joining word, holding a
+    content word that is not filler. A request for help made to the reader ("Can anyone
+    advise?", "Would appreciate any pointers.") asks nothing of its own."""
+    if not _names_thing(clause):
+        return False  # "What should I do?", "Where do I start?": nothing new to ask about
+    if not _opens_clause(clause, verb=clause[0].low in _JOINERS):
+        return False
+    words = [t for t in clause if t.low not in _JOINERS and t.low not in _DISCOURSE]
+    if len(words) > 1 and words[0].low in _AUXILIARIES:
+        subject = words[1]
+        if subject.low in _ADDRESSEES or subject.low == "be" or _base_verb(subject.low):
+            return False  # "Could you ...", "Would appreciate ...", "Would be grateful"
+    return True
 
 
 def _says_nothing(head: list[_Tok]) -> bool:
