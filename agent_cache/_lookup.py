@@ -315,6 +315,12 @@ class Reader:
             out = semantic.model_checked(
                 out, probes, rows[: len(texts)], verifier=verify, context=context
             )
+        best = semantic.reread(out)  # the pair as the analysis reads it
+        if best is not None:
+            analysis = out[best].analysis
+            assert analysis is not None
+            rows = yield from io.embed(self._b.embedder, list(analysis.read))
+            out = semantic.reread_checked(out, best, rows, policy, verifier=verify)
         if self._judge is not None:
             out = yield from self._judged_flow(query, out, policy)
         return out

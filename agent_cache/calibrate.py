@@ -186,6 +186,7 @@ class ScoredCandidate:
     synonymous: bool = False
     reworded: bool = False  # every word matched in another form: served from a floor
     checked: bool = False  # explained by the model check: served below the threshold
+    read_similarity: float | None = None  # cosine of the pair as the analysis reads it
     features: dict[str, float] = field(default_factory=dict)
 
 
@@ -242,6 +243,7 @@ def score_queries(
     clusters = Clusters(judge_with if judge_with is not None else pairs)
     out: list[ScoredQuery] = []
     probes: list[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]] = []
+    rereads: list[tuple[ScoredCandidate, tuple[str, str]]] = []
     by_ns: dict[str, list[Pair]] = {}
     for p in pairs:
         by_ns.setdefault(p.namespace, []).append(p)
@@ -262,22 +264,15 @@ def score_queries(
                 text = stored[int(j)]
                 cand = ScoredCandidate(text, sim, clusters.judge(p.b, text))
                 if sim >= min_similarity:
-                    a = analyze(p.b, text)
-                    cand.refused, cand.equivalent = a.reason, a.equivalent
-                    cand.synonymous, cand.reworded = a.synonymous, a.reworded
-                    cand.features = semantic.features(sim, None, a)
-                    found = semantic.Candidate(text, text, text, sim)
-                    if a.reason:
-                        refused.append((cand, semantic.Verdict(found, "refused", a.reason, sim, a)))
-                    elif a.synonymous:  # below a threshold, the model check may serve it
-                        below = semantic.Verdict(found, "below_threshold", "", sim, a)
-                        refused.append((cand, below))
+                    refused.extend(_analyzed(cand, p.b))
                 else:
                     cand.refused = "below"
                 cands.append(cand)
             out.append(ScoredQuery(p.b, p.label, ns, cands))
             probes.extend(_probe(refused))
+            rereads.extend(_reread(cands, p.b))
     _model_check(probes, embedder, batch_size)
+    _read_check(rereads, embedder, batch_size)
     if verifier is not None:
         _verify(out, verifier, min_similarity, progress)
     return out
@@ -291,6 +286,48 @@ def _probe(
     the best for one swapped word or two)."""
     found = semantic.synonym_probes([v for _, v in refused])
     return [(refused[p.index][0], refused[p.index][1], p) for p in found]
+
+
+def _analyzed(cand: ScoredCandidate, query: str) -> list[tuple[ScoredCandidate, semantic.Verdict]]:
+    """Fill ``cand`` in from the difference analysis; the verdict for the model check when
+    it is refused, or below a threshold and WordNet-synonymous (the check may serve it)."""
+    text, sim = cand.text, cand.similarity
+    a = analyze(query, text)
+    cand.refused, cand.equivalent = a.reason, a.equivalent
+    cand.synonymous, cand.reworded = a.synonymous, a.reworded
+    cand.features = semantic.features(sim, None, a)
+    found = semantic.Candidate(text, text, text, sim)
+    if a.reason:
+        return [(cand, semantic.Verdict(found, "refused", a.reason, sim, a))]
+    if a.synonymous:
+        return [(cand, semantic.Verdict(found, "below_threshold", "", sim, a))]
+    return []
+
+
+def _reread(
+    cands: Sequence[ScoredCandidate], query: str
+) -> list[tuple[ScoredCandidate, tuple[str, str]]]:
+    """The candidate the lookup embeds again as the analysis reads it
+    (:func:`semantic.reread`): the most similar one not refused, not served from a floor,
+    read otherwise than written."""
+    for cand in cands:
+        if cand.refused or cand.equivalent or cand.reworded or cand.synonymous:
+            continue
+        read = analyze(query, cand.text).read
+        if read[0] and read != (query, cand.text):
+            return [(cand, read)]
+    return []
+
+
+def _read_check(
+    rereads: Sequence[tuple[ScoredCandidate, tuple[str, str]]], embedder: Embedder, batch_size: int
+) -> None:
+    """Each reread candidate's cosine as read (``read_similarity``)."""
+    if not rereads:
+        return
+    vecs = _embed(embedder, [t for _, read in rereads for t in read], batch_size)
+    for k, (cand, _) in enumerate(rereads):
+        cand.read_similarity = float(np.dot(vecs[2 * k], vecs[2 * k + 1]))
 
 
 def _model_check(
@@ -381,6 +418,7 @@ def served(
         if (
             c.similarity >= point
             or (c.checked and c.similarity >= semantic.synonym_floor(point))
+            or (c.read_similarity is not None and c.read_similarity >= point)
             or reworded
             or (c.equivalent and c.similarity >= floor)
         ):

@@ -575,12 +575,30 @@ def _tokenize(text: str) -> list[_Tok]:
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
+    _respell_modals(toks)
     _read_numbers(toks)
     _read_temporal(toks)
     _merge_phrases(toks)
     for i, tok in enumerate(toks):
         tok.pos = i
     return toks
+
+
+_LONG_MODALS = ("should", "would", "could", "might")
+
+
+def _respell_modals(toks: list[_Tok]) -> None:
+    """A word the dictionary lacks one edit from a modal verb is that modal ("How long
+    *shoud* I ...", "*woudl* it"): the modality frame reads it before any typo matching,
+    and a misspelled "should" is no missing modal."""
+    for t in toks:
+        if t.kind != "word" or len(t.low) < 4 or not t.low.isalpha():
+            continue
+        if _Dictionary.frequency(t.low) > 0:
+            continue
+        modal = next((m for m in _LONG_MODALS if _osa(t.low, m, 1) <= 1), None)
+        if modal is not None:
+            t.low, t.lemmas = modal, frozenset({modal})
 
 
 def _classify(tok: _Tok, sentence_start: bool) -> None:
@@ -840,6 +858,7 @@ class Analysis:
     shared: int = 0
     synonymous: bool = False
     reworded: bool = False
+    read: tuple[str, str] = ("", "")
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -1118,6 +1137,15 @@ def _initials(tok: _Tok) -> str:
 _ACRONYM_SKIPS = frozenset("of and the for & per in on to a an at with".split())
 
 
+def _spells_out(run: list[_Tok]) -> bool:
+    """Words an acronym can stand for: one content word at least, not opening with an
+    auxiliary, a pronoun or an article ("What *is the* best school" is not "IT")."""
+    first = run[0].low
+    if first in _AUXILIARIES or first in _PRONOUN_CASE or first in _ARTICLES:
+        return False
+    return any(t.content for t in run)
+
+
 def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
     """An acronym on ``side`` spelled by the initials of a run of words on ``other``."""
     found: list[Difference] = []
@@ -1142,7 +1170,7 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
                     break
                 if spelled == target:
                     break
-            if spelled == target and len(run) >= 2:
+            if spelled == target and len(run) >= 2 and _spells_out(run):
                 for t in run:  # spelled out, not a date: "annual percentage yield" (APY)
                     t.used, t.temporal = True, None
                 tok.used, tok.temporal = True, None  # "APR" spelled out is not April
@@ -1630,32 +1658,81 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 
     aside = _preamble(q) | _preamble(c)  # "Hi! Quick question - ...": said to no end
     left_q, left_c = ([t for t in side if id(t) not in aside] for side in (left_q, left_c))
-    fillers = [t.text for t in left_q + left_c if t.content and t.low in lx.FILLER]
-    if fillers:
-        diffs.append(Difference("filler", " ".join(fillers), "", False))
-    # equivalent: the same words, up to typos, inflection, synonyms and acronyms (a
-    # derived form or a changed function word is a rewording, judged by similarity)
-    equivalent = (
-        not any(d.refuses for d in diffs)
-        and not (uq or uc or fillers or repeats)
-        and _function_words(left_q) == _function_words(left_c)
-        and not any(d.kind == "derived" for d in diffs)
-        and _tense(q) == _tense(c)  # "were" aligns with "are" (one lemma): a rewording
-    )
+    said = [t for t in left_q + left_c if t.content and t.low in lx.FILLER]
+    if said:
+        diffs.append(Difference("filler", " ".join(t.text for t in said), "", False))
+    equivalent = not (uq or uc or said or repeats) and _same_words(q, c, diffs, left_q, left_c)
     # a WordNet synonym holds for some sense of each word, not surely this one: the pair
     # is "synonymous", left to the similarity and the model check
     lexical = any(d.kind == "lexical" for d in diffs)
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     same = equivalent and shared > 0
-    reworded = (
-        not (same or lexical or uq or uc or repeats or any(d.refuses for d in diffs))
-        and shared >= 2
+    reworded = not (same or lexical or uq or uc or repeats or any(d.refuses for d in diffs)) and (
+        shared >= 2
         and (duration or _nominalization_frame(q, c, pairs) or _process_frame(q, c, left_q, left_c))
     )
+    read = _read_as(q, c, diffs, aside | {id(t) for t in said})
     return Analysis(
-        query, candidate, tuple(diffs), same and not lexical, shared, same and lexical, reworded
+        query,
+        candidate,
+        tuple(diffs),
+        same and not lexical,
+        shared,
+        same and lexical,
+        reworded,
+        read,
     )
+
+
+def _same_words(
+    q: list[_Tok], c: list[_Tok], diffs: list[Difference], left_q: list[_Tok], left_c: list[_Tok]
+) -> bool:
+    """The same words, up to typos, inflection, synonyms and acronyms, once unmatched
+    content words are ruled out: a derived form or a changed function word is a
+    rewording, judged by similarity."""
+    return (
+        not any(d.refuses for d in diffs)
+        and _function_words(left_q) == _function_words(left_c)
+        and not any(d.kind == "derived" for d in diffs)
+        and _tense(q) == _tense(c)  # "were" aligns with "are" (one lemma): a rewording
+    )
+
+
+# explained differences the embedder may read in the candidate's words
+_RESPELLED = frozenset({"typo", "synonym", "acronym"})
+
+
+def _read_as(
+    q: list[_Tok], c: list[_Tok], diffs: list[Difference], dropped: set[int]
+) -> tuple[str, str]:
+    """The two texts as the analysis reads them: typos and synonyms in the candidate's
+    words, acronyms spelled out, fillers and a greeting left out ("hey quick question how
+    do i resett my pasword" reads "how do i reset my password"). Empty when a difference
+    refuses or nothing reads otherwise than written."""
+    if any(d.refuses for d in diffs):
+        return ("", "")
+    swap: dict[str, str] = {}
+    for d in diffs:
+        if d.kind in _RESPELLED and d.query and d.candidate and " " not in d.query:
+            swap[d.query.lower()] = d.candidate
+        if d.kind == "acronym":  # either side may hold the short form: spell it out
+            short, long = sorted((d.query, d.candidate), key=len)
+            if " " not in short:
+                swap[short.lower()] = long
+    read: list[list[str]] = [[], []]
+    changed = False
+    for side, toks in enumerate((q, c)):
+        for t in toks:
+            word = (
+                swap.get(t.low, t.text)
+                if side == 0 or len(swap.get(t.low, "")) > len(t.low)
+                else t.text
+            )
+            changed = changed or id(t) in dropped or word.lower() != t.low
+            if id(t) not in dropped:
+                read[side].append(word)
+    return (" ".join(read[0]), " ".join(read[1])) if changed else ("", "")
 
 
 _QUESTION_START = lx.QUESTION_WORDS | {"how", "what", "which"}

@@ -22,7 +22,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ __all__ = [
     "focus",
     "in_context",
     "model_checked",
+    "reread",
+    "reread_checked",
     "screen",
     "synonym_floor",
     "synonym_probes",
@@ -473,6 +475,50 @@ def model_checked(
         )
         outcome = "verify" if verifier else "serve"
         out[probe.index] = Verdict(v.candidate, outcome, "", v.score, analysis, v.verifier)
+    return out
+
+
+def reread(verdicts: Sequence[Verdict]) -> int | None:
+    """The best verdict to embed again as the analysis reads it
+    (:attr:`~agent_cache.differences.Analysis.read`: typos and synonyms in the
+    candidate's words, acronyms spelled out, fillers and greetings left out): below the
+    threshold, nothing refused, and read otherwise than written; ``None`` when a
+    candidate is servable already. The embedder then judges what is left of the
+    difference, not the spelling ("hey quick question how do i resett my pasword" 0.63,
+    read as "how do i reset my password")."""
+    if any(v.outcome in ("serve", "verify") for v in verdicts):
+        return None
+    for i, v in sorted(enumerate(verdicts), key=lambda iv: -iv[1].score):
+        a = v.analysis
+        if v.outcome != "below_threshold" or a is None or a.refuses or not a.read[0]:
+            continue
+        if a.read != (a.query, a.candidate):
+            return i
+    return None
+
+
+def reread_checked(
+    verdicts: Sequence[Verdict],
+    index: int,
+    vectors: Any,
+    policy: SemanticPolicy,
+    *,
+    verifier: bool,
+) -> list[Verdict]:
+    """Fold the reading in: ``vectors`` holds the unit embeddings of the verdict's two
+    read texts; at or above the threshold the candidate is served (or verified), with a
+    ``read`` note of the two texts in its analysis."""
+    out = list(verdicts)
+    v = out[index]
+    a = v.analysis
+    assert a is not None
+    cos = float(np.dot(np.asarray(vectors[0]), np.asarray(vectors[1])))
+    if cos < policy.threshold:
+        return out
+    note = Difference("read", a.read[0], a.read[1], False)
+    analysis = replace(a, differences=(*a.differences, note))
+    outcome = "verify" if verifier else "serve"
+    out[index] = Verdict(v.candidate, outcome, "", v.score, analysis, v.verifier)
     return out
 
 
