@@ -302,6 +302,15 @@ def _wordnet() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
+def _attributes() -> dict[str, frozenset[str]]:
+    """The WordNet adjective -> attribute noun table (``data/wordnet_attributes.txt.gz``,
+    built by ``scripts/build_wordnet_attributes.py``): "tall" -> "height", "often" ->
+    "frequency". Empty when the file is gone."""
+    table = _packaged_table("wordnet_attributes.txt.gz")
+    return {word: frozenset(nouns.split()) for word, nouns in table.items()}
+
+
+@functools.lru_cache(maxsize=1)
 def _action_nouns() -> dict[str, frozenset[str]]:
     """The WordNet verb -> action noun table (``data/wordnet_derivations.txt.gz``, built
     by ``scripts/build_wordnet_derivations.py``): "deliver" -> "delivery", "sell" ->
@@ -575,7 +584,7 @@ def _tokenize(text: str) -> list[_Tok]:
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
-    _respell_modals(toks)
+    _respell_closed(toks)
     _read_numbers(toks)
     _read_temporal(toks)
     _merge_phrases(toks)
@@ -584,21 +593,37 @@ def _tokenize(text: str) -> list[_Tok]:
     return toks
 
 
-_LONG_MODALS = ("should", "would", "could", "might")
+def _closed_words() -> frozenset[str]:
+    """Words of the closed classes the frames read (long modals, days, months, times of
+    day, units of time) a typo must not hide: four letters or more."""
+    words = {"should", "would", "could", "might"}
+    words |= set(lx.WEEKDAYS.values()) | set(lx.MONTHS.values()) | set(lx.TEMPORAL_WORDS)
+    words |= {d + "s" for d in lx.WEEKDAYS.values()}  # full names: "sept" would read "dept"
+    words |= set(lx.TIME_UNITS) | {u + "s" for u in lx.TIME_UNITS}
+    words |= {"hour", "hours", "minute", "minutes", "second", "seconds"}
+    return frozenset(w for w in words if len(w) >= 4 and w.isalpha())
 
 
-def _respell_modals(toks: list[_Tok]) -> None:
-    """A word the dictionary lacks one edit from a modal verb is that modal ("How long
-    *shoud* I ...", "*woudl* it"): the modality frame reads it before any typo matching,
-    and a misspelled "should" is no missing modal."""
+_CLOSED = _closed_words()
+
+
+def _respell_closed(toks: list[_Tok]) -> None:
+    """A word the dictionary lacks, one edit from exactly one word of a closed class and
+    with its first letter, is that word ("How long *shoud* I ...", "open on *satruday*",
+    "last *yaer*"): the modality and time frames read it before any typo matching, and a
+    misspelled "should" or "Saturday" is no missing modal or day."""
     for t in toks:
         if t.kind != "word" or len(t.low) < 4 or not t.low.isalpha():
             continue
-        if _Dictionary.frequency(t.low) > 0:
+        if t.low in _CLOSED or _Dictionary.frequency(t.low) > 0:
             continue
-        modal = next((m for m in _LONG_MODALS if _osa(t.low, m, 1) <= 1), None)
-        if modal is not None:
-            t.low, t.lemmas = modal, frozenset({modal})
+        near = [
+            w
+            for w in _CLOSED
+            if w[0] == t.low[0] and abs(len(w) - len(t.low)) <= 1 and _osa(t.low, w, 1) <= 1
+        ]
+        if len(near) == 1:
+            t.low, t.lemmas, t.entity = near[0], frozenset({near[0]}), False
 
 
 def _classify(tok: _Tok, sentence_start: bool) -> None:
@@ -1649,11 +1674,11 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
-    duration = _duration_frame(q, c, uq, uc)
-    if duration:  # "How long does it take to X" / "What's the X time": one question
-        diffs.append(Difference("frame", "how long … take", "… time", False))
+    frame = _asked_frame(q, c, uq, uc)  # "How tall is X?" / "What is the height of X?"
+    if frame is not None:
+        diffs.append(frame)
         uq, uc = [], []
-    if not any(d.refuses for d in diffs) and not duration:
+    if not any(d.refuses for d in diffs) and frame is None:
         diffs += _unexplained(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
 
     aside = _preamble(q) | _preamble(c)  # "Hi! Quick question - ...": said to no end
@@ -1668,10 +1693,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     order = {r: i for i, r in enumerate(REASONS)}
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     same = equivalent and shared > 0
-    reworded = not (same or lexical or uq or uc or repeats or any(d.refuses for d in diffs)) and (
-        shared >= 2
-        and (duration or _nominalization_frame(q, c, pairs) or _process_frame(q, c, left_q, left_c))
-    )
+    blocked = same or lexical or uq or uc or repeats or any(d.refuses for d in diffs)
+    reworded = not blocked and shared >= 2 and _reframed(q, c, pairs, (left_q, left_c), frame)
     read = _read_as(q, c, diffs, aside | {id(t) for t in said})
     return Analysis(
         query,
@@ -1682,6 +1705,22 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
         same and lexical,
         reworded,
         read,
+    )
+
+
+def _reframed(
+    q: list[_Tok],
+    c: list[_Tok],
+    pairs: dict[int, int],
+    left: tuple[list[_Tok], list[_Tok]],
+    frame: Difference | None,
+) -> bool:
+    """The same words asked in another frame: a duration or an attribute
+    (:func:`_asked_frame`), a verb as its noun, or a process against "how do I"."""
+    return (
+        frame is not None
+        or _nominalization_frame(q, c, pairs)
+        or _process_frame(q, c, left[0], left[1])
     )
 
 
@@ -2117,6 +2156,35 @@ def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -
             ):
                 return True
     return False
+
+
+def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> Difference | None:
+    """The one question asked in two frames, when the words left over are only the
+    frames': a duration ("How long does it take to ..." / "What's the ... time") or an
+    attribute ("How tall is ..." / "What is the height of ...")."""
+    if _duration_frame(q, c, uq, uc):
+        return Difference("frame", "how long … take", "… time", False)
+    return _attribute_frame(q, c, uq, uc)
+
+
+def _attribute_frame(
+    q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]
+) -> Difference | None:
+    """One side asks "how W", the other, opening with "what" or "which", for the
+    attribute W measures (WordNet's attribute links, ``data/wordnet_attributes.txt.gz``):
+    *tall* / *height*, *old* / *age*, *often* / *frequency*, *far* / *distance*. Nothing
+    else may be left over on either side."""
+    table = _attributes()
+    for one, other, mine, theirs in ((q, c, uq, uc), (c, q, uc, uq)):
+        if len(mine) != 1 or len(theirs) != 1 or _opener(other) not in ("what", "which"):
+            continue
+        w, n = mine[0], theirs[0]
+        word = w.low[4:] if w.low.startswith("how ") else w.low
+        if word == w.low and (w.pos == 0 or one[w.pos - 1].low != "how"):
+            continue
+        if (n.lemmas | {n.low}) & table.get(word, frozenset()):
+            return Difference("frame", f"how {word}", n.text, False)
+    return None
 
 
 _DURATION = frozenset({"time", "duration"})
@@ -2618,5 +2686,6 @@ def warm() -> None:
     _lemmas("passwords")
     _wordnet()
     _action_nouns()
+    _attributes()
     analyze("How do I reset my password today?", "How can I reset my passwords tomorrow?")
     _WARM.set()

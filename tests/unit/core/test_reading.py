@@ -78,3 +78,26 @@ def test_the_bench_serves_what_the_reading_served() -> None:
     low = ScoredCandidate("stored", 0.80, "correct", read_similarity=0.90)
     assert served(ScoredQuery("q", 1, "", [read]), 0.92) is read
     assert served(ScoredQuery("q", 1, "", [low]), 0.92) is None
+
+
+def test_a_misspelled_day_or_unit_of_time_is_that_word() -> None:
+    pairs = [
+        ("whats the weather in london tomorow", "What is the weather in London tomorrow?"),
+        ("Is the pharmacy open on satruday?", "Is the pharmacy open on Saturday?"),
+        ("What was the inflation rate last yaer?", "What was the inflation rate last year?"),
+        ("is the bank open on weekneds", "Is the bank open on weekends?"),
+    ]
+    for query, stored in pairs:
+        assert not analyze(query, stored).refuses, analyze(query, stored)
+    assert analyze("Is the pharmacy open on Satruday?", "Is it open on Sunday?").refuses
+    other = analyze(
+        "What was the inflation rate last yaer?", "What was the inflation rate last month?"
+    )
+    assert other.reason == "temporal"
+
+
+def test_an_abbreviation_is_not_respelled_into_a_month() -> None:
+    a = analyze(
+        "How do I contact the dept of revenue?", "How do I contact the department of revenue?"
+    )
+    assert not a.refuses, a
