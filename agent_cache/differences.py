@@ -494,6 +494,7 @@ class _Tok:
     possessive: bool = False  # "Canada's": the 's dropped
     after_mark: bool = False  # a phrase mark (a comma, a full stop) comes right before
     after_stop: bool = False  # a sentence's end (. ? !) comes right before
+    dotted: bool = False  # a short capitalized word closed by a full stop: "St.", "Dr."
 
     @property
     def content(self) -> bool:
@@ -563,6 +564,9 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
     return [(raw, low)]
 
 
+_TITLE_ABBREVIATION = re.compile(r"[A-Z][a-z]{1,3}\Z")
+
+
 def _tokenize(text: str) -> list[_Tok]:
     text = _fold(text)
     toks: list[_Tok] = []
@@ -581,6 +585,8 @@ def _tokenize(text: str) -> list[_Tok]:
             tok.possessive = raw.lower().endswith("'s") and low == raw.lower()[:-2]
             tok.after_mark = i == 0 and bool(before) and before[-1] in _PHRASE_MARKS
             tok.after_stop = i == 0 and bool(before) and before[-1] in ".?!"
+            dot = text[m.end() : m.end() + 1] == "."
+            tok.dotted = dot and _TITLE_ABBREVIATION.match(raw) is not None
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
@@ -1030,7 +1036,12 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
     if how == "synonym":
         return bool(x.groups & y.groups)
     if how == "abbreviation":
-        return _abbreviates(x.low, y.low) or _abbreviates(y.low, x.low)
+        return (
+            _abbreviates(x.low, y.low)
+            or _abbreviates(y.low, x.low)
+            or _marked_short(x, y)
+            or _marked_short(y, x)
+        )
     if x.kind != "word" or y.kind != "word":
         return False
     if how == "spelling":
@@ -1077,6 +1088,20 @@ def _spelling_variants(a: str, b: str) -> bool:
 
 _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _VOWELS = frozenset("aeiou")
+
+
+def _marked_short(short: _Tok, long_: _Tok) -> bool:
+    """A word its writer marked as short ("St.", "Dr.", "Mt.") for a dictionary word that
+    starts and ends with its first and last letters and holds the others in order: "Main
+    *St.*" / "Main *Street*", "*Dr.* Smith" / "*Doctor* Smith"."""
+    if not short.dotted or not long_.low.isalpha() or len(long_.low) < len(short.low) + 2:
+        return False
+    if short.low[0] != long_.low[0] or short.low[-1] != long_.low[-1]:
+        return False  # a contraction keeps the first and the last letter: "Dr" is no "Drake"
+    if _Dictionary.frequency(long_.low) == 0:
+        return False
+    rest = iter(long_.low[1:])
+    return all(ch in rest for ch in short.low[1:])
 
 
 def _contracts(short: str, long_: str) -> bool:

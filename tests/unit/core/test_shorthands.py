@@ -20,9 +20,18 @@ SAME = [
         "What's the recommended tire PSI for my car?",
         "What's the recommended tire pounds per square inch for my car?",
     ),
+    # a short word its writer closed with a full stop (issue 18: refused as a name)
+    (
+        "How far is it to Main St. from the station?",
+        "How far is it to Main Street from the station?",
+    ),
+    ("When is Dr. Smith available?", "When is Doctor Smith available?"),
+    ("Is the Mt. Rainier trail open in winter?", "Is the Mount Rainier trail open in winter?"),
 ]
 DIFFERENT = [
     ("Is C# faster than Java?", "Is C faster than Java?"),  # a name, not "number"
+    ("When is Dr. Smith available?", "When is Drake Smith available?"),  # not a contraction
+    ("How far is it to Main St. from here?", "How far is it to Main Avenue from here?"),
     (
         "Can my landlord keep my deposit w/o an itemized list?",
         "Can my landlord keep my deposit with an itemized list?",
