@@ -186,7 +186,8 @@ class ScoredCandidate:
     synonymous: bool = False
     reworded: bool = False  # every word matched in another form: served from a floor
     checked: bool = False  # explained by the model check: served below the threshold
-    read_similarity: float | None = None  # cosine of the pair as the analysis reads it
+    read: tuple[str, str] = ("", "")  # the pair as the analysis reads it (Analysis.read)
+    read_similarity: float | None = None  # ... and its cosine
     features: dict[str, float] = field(default_factory=dict)
 
 
@@ -243,7 +244,7 @@ def score_queries(
     clusters = Clusters(judge_with if judge_with is not None else pairs)
     out: list[ScoredQuery] = []
     probes: list[tuple[ScoredCandidate, semantic.Verdict, semantic.SynonymProbe]] = []
-    rereads: list[tuple[ScoredCandidate, tuple[str, str]]] = []
+    rereads: list[ScoredCandidate] = []
     by_ns: dict[str, list[Pair]] = {}
     for p in pairs:
         by_ns.setdefault(p.namespace, []).append(p)
@@ -270,7 +271,7 @@ def score_queries(
                 cands.append(cand)
             out.append(ScoredQuery(p.b, p.label, ns, cands))
             probes.extend(_probe(refused))
-            rereads.extend(_reread(cands, p.b))
+            rereads.extend(_reread(cands))
     _model_check(probes, embedder, batch_size)
     _read_check(rereads, embedder, batch_size)
     if verifier is not None:
@@ -294,7 +295,7 @@ def _analyzed(cand: ScoredCandidate, query: str) -> list[tuple[ScoredCandidate, 
     text, sim = cand.text, cand.similarity
     a = analyze(query, text)
     cand.refused, cand.equivalent = a.reason, a.equivalent
-    cand.synonymous, cand.reworded = a.synonymous, a.reworded
+    cand.synonymous, cand.reworded, cand.read = a.synonymous, a.reworded, a.read
     cand.features = semantic.features(sim, None, a)
     found = semantic.Candidate(text, text, text, sim)
     if a.reason:
@@ -304,29 +305,22 @@ def _analyzed(cand: ScoredCandidate, query: str) -> list[tuple[ScoredCandidate, 
     return []
 
 
-def _reread(
-    cands: Sequence[ScoredCandidate], query: str
-) -> list[tuple[ScoredCandidate, tuple[str, str]]]:
+def _reread(cands: Sequence[ScoredCandidate]) -> list[ScoredCandidate]:
     """The candidate the lookup embeds again as the analysis reads it
-    (:func:`semantic.reread`): the most similar one not refused, not served from a floor,
-    read otherwise than written."""
+    (:func:`semantic.reread`): the most similar one with a reading, not served from a
+    floor."""
     for cand in cands:
-        if cand.refused or cand.equivalent or cand.reworded or cand.synonymous:
-            continue
-        read = analyze(query, cand.text).read
-        if read[0] and read != (query, cand.text):
-            return [(cand, read)]
+        if cand.read[0] and not (cand.equivalent or cand.reworded or cand.synonymous):
+            return [cand]
     return []
 
 
-def _read_check(
-    rereads: Sequence[tuple[ScoredCandidate, tuple[str, str]]], embedder: Embedder, batch_size: int
-) -> None:
+def _read_check(rereads: Sequence[ScoredCandidate], embedder: Embedder, batch_size: int) -> None:
     """Each reread candidate's cosine as read (``read_similarity``)."""
     if not rereads:
         return
-    vecs = _embed(embedder, [t for _, read in rereads for t in read], batch_size)
-    for k, (cand, _) in enumerate(rereads):
+    vecs = _embed(embedder, [t for cand in rereads for t in cand.read], batch_size)
+    for k, cand in enumerate(rereads):
         cand.read_similarity = float(np.dot(vecs[2 * k], vecs[2 * k + 1]))
 
 

@@ -1776,23 +1776,20 @@ def _read_as(
     refuses or nothing reads otherwise than written."""
     if any(d.refuses for d in diffs):
         return ("", "")
-    swap: dict[str, str] = {}
+    respelled: dict[str, str] = {}  # the query's word -> the candidate's
+    spelled: dict[str, str] = {}  # an acronym, on either side -> its words
     for d in diffs:
         if d.kind in _RESPELLED and d.query and d.candidate and " " not in d.query:
-            swap[d.query.lower()] = d.candidate
-        if d.kind == "acronym":  # either side may hold the short form: spell it out
+            respelled[d.query.lower()] = d.candidate
+        if d.kind == "acronym":
             short, long = sorted((d.query, d.candidate), key=len)
             if " " not in short:
-                swap[short.lower()] = long
+                spelled[short.lower()] = long
     read: list[list[str]] = [[], []]
     changed = False
-    for side, toks in enumerate((q, c)):
+    for side, (toks, words) in enumerate(((q, {**respelled, **spelled}), (c, spelled))):
         for t in toks:
-            word = (
-                swap.get(t.low, t.text)
-                if side == 0 or len(swap.get(t.low, "")) > len(t.low)
-                else t.text
-            )
+            word = words.get(t.low, t.text)
             changed = changed or id(t) in dropped or word.lower() != t.low
             if id(t) not in dropped:
                 read[side].append(word)
@@ -1857,16 +1854,11 @@ def _clauses(toks: list[_Tok]) -> list[list[_Tok]]:
     cons"). A clause after a joining word is marked by that word, first."""
     out: list[list[_Tok]] = []
     for i, t in enumerate(toks):
-        stop = t.after_stop and not _abbreviated(toks[i - 1])
+        stop = t.after_stop and not (toks[i - 1].dotted or "." in toks[i - 1].text)  # "U.S."
         if not out or stop or (t.low in _JOINERS and _opens_clause(toks[i + 1 :], verb=True)):
             out.append([])
         out[-1].append(t)
     return out if len(out) > 1 else []
-
-
-def _abbreviated(t: _Tok) -> bool:
-    """A word whose full stop abbreviates ("U.S.", "Gen.", "Dr."), not a sentence's end."""
-    return "." in t.text or (t.text[:1].isupper() and len(t.text) <= 3 and t.text.isalpha())
 
 
 def _opens_clause(rest: list[_Tok], *, verb: bool) -> bool:

@@ -490,10 +490,8 @@ def reread(verdicts: Sequence[Verdict]) -> int | None:
         return None
     for i, v in sorted(enumerate(verdicts), key=lambda iv: -iv[1].score):
         a = v.analysis
-        if v.outcome != "below_threshold" or a is None or a.refuses or not a.read[0]:
-            continue
-        if a.read != (a.query, a.candidate):
-            return i
+        if v.outcome == "below_threshold" and a is not None and a.read[0]:
+            return i  # a reading exists only when nothing refuses and it differs
     return None
 
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from build_wordnet_derivations import _synsets
-from build_wordnet_synonyms import write_table  # the licence and the gzip, shared
+from build_wordnet_derivations import _synsets, write  # one line format, one gzip
 
 TOP_SENSES = 2
 NOUN_FILES = frozenset({7, 28})  # noun.attribute, noun.time
@@ -84,13 +83,8 @@ def build(folder: Path) -> dict[str, set[str]]:
     return {w: ns for w, ns in table.items() if ns and w.isalpha()}
 
 
-def write(table: dict[str, set[str]], out: Path = OUT) -> int:
-    lines = [f"{w}\t{' '.join(sorted(ns))}" for w, ns in sorted(table.items())]
-    return write_table(lines, HEADER, out)
-
-
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    n = write(build(Path(sys.argv[1])))
+    n = write(build(Path(sys.argv[1])), OUT, HEADER)
     print(f"{n} words -> {OUT} ({OUT.stat().st_size / 1024:.0f} KiB)")

@@ -76,9 +76,10 @@ def build(folder: Path) -> dict[str, set[str]]:
     return table
 
 
-def write(table: dict[str, set[str]], out: Path = OUT) -> int:
+def write(table: dict[str, set[str]], out: Path = OUT, header: str = HEADER) -> int:
+    """``word<TAB>words`` lines, sorted (the attribute table is written the same way)."""
     lines = [f"{v}\t{' '.join(sorted(ns))}" for v, ns in sorted(table.items())]
-    return write_table(lines, HEADER, out)
+    return write_table(lines, header, out)
 
 
 if __name__ == "__main__":
