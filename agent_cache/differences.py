@@ -319,6 +319,15 @@ def _action_nouns() -> dict[str, frozenset[str]]:
     return {verb: frozenset(nouns.split()) for verb, nouns in table.items()}
 
 
+@functools.lru_cache(maxsize=1)
+def _antonyms() -> dict[str, frozenset[str]]:
+    """The WordNet word -> opposites table (``data/wordnet_antonyms.txt.gz``, built by
+    ``scripts/build_wordnet_antonyms.py``): "drawback" -> "advantage", "sluggish" ->
+    "fast". Empty when the file is gone."""
+    table = _packaged_table("wordnet_antonyms.txt.gz")
+    return {word: frozenset(words.split()) for word, words in table.items()}
+
+
 def _action_noun(x: _Tok, y: _Tok) -> bool:
     """Whether one word is the other's action noun in WordNet, in either order."""
     table = _action_nouns()
@@ -1022,6 +1031,11 @@ def _opposite(x: _Tok, y: _Tok) -> bool:
         opp = _OPPOSITES.get(a)
         if opp and opp & fy:
             return True
+    words = x.content and y.content and not {x.low, y.low} & QUANTIFIERS
+    table = _antonyms() if words else {}  # "all" / "any" is a scope, judged as a frame
+    ly = y.lemmas | {y.low}
+    if any(table.get(a, frozenset()) & ly for a in x.lemmas | {x.low}):
+        return True
     return _morphological_opposites(x.low, y.low)
 
 
