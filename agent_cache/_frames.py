@@ -68,8 +68,10 @@ _MODALS = {
     "won't": "prediction",
     "wouldn't": "prediction",
 }
-# a question with no modal matches these classes (procedure and plain future)
-_UNMARKED_OK = frozenset({"ability", "prediction"})
+# a question with no modal matches these classes (procedure, plain future, and the
+# value a wh-question asks to be recommended: "How often should I rotate my tires?" is
+# "How often do I rotate my tires?" and "the recommended frequency for tire rotation")
+_UNMARKED_OK = frozenset({"ability", "prediction", "recommendation"})
 
 _RELATIONS = {
     "before": "before",
@@ -193,6 +195,20 @@ def _plan(words: Sequence[str], i: int) -> bool:
     )
 
 
+_MEASURES = frozenset("often long much many far soon early late frequently".split())
+
+
+def _recommends(words: Sequence[str], i: int) -> bool:
+    """Whether the advice modal at ``i`` asks for a recommended amount or time: "How
+    often should I ...", "How long should I ...", "When should I ...", an agent after
+    it. The polar "Should I ...?" asks the advice itself, and "What should I wear?" /
+    "Which one should I choose?" a choice, not the same question as "What is ...?"."""
+    if i < 1 or i + 1 >= len(words) or words[i + 1] not in _AGENTS:
+        return False
+    before = words[i - 1]
+    return before == "when" or (before in _MEASURES and i >= 2 and words[i - 2] == "how")
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
@@ -206,6 +222,9 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
                 out.add("plan")
                 continue
             if _means(words, i) and not w.endswith("n't") and w != "cannot":
+                continue
+            if _MODALS[w] == "advice" and not w.endswith("n't") and _recommends(words, i):
+                out.add("recommendation")
                 continue
             # "will" as a noun ("a will", "my will") is not a modal
             if w == "will" and i and words[i - 1] in ("a", "my", "the", "your", "his", "her"):
@@ -327,6 +346,15 @@ def _reversals(only_q: set[str], only_c: set[str]) -> list[tuple[str, str]]:
     return found
 
 
+def _unmarked_ok(classes: set[str], unmarked: Sequence[str]) -> bool:
+    """Whether a question with no modal (``unmarked``) matches one of ``classes``. A
+    recommendation matches only an impersonal question ("the recommended frequency for
+    tire rotation"): "How often do you drink coffee?" asks a habit."""
+    if not classes <= _UNMARKED_OK:
+        return False
+    return "recommendation" not in classes or not _AGENTS & set(unmarked)
+
+
 def frame_differences(
     query: Sequence[str], candidate: Sequence[str]
 ) -> list[tuple[str, list[str], list[str]]]:
@@ -335,7 +363,7 @@ def frame_differences(
     out: list[tuple[str, list[str], list[str]]] = []
     mq, mc = _modal_classes(query), _modal_classes(candidate)
     if mq != mc:
-        one_sided = (not mq and mc <= _UNMARKED_OK) or (not mc and mq <= _UNMARKED_OK)
+        one_sided = (not mq and _unmarked_ok(mc, query)) or (not mc and _unmarked_ok(mq, candidate))
         if not one_sided:
             out.append(("modality", sorted(mq), sorted(mc)))
     rq, rc = _relations(query), _relations(candidate)

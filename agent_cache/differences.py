@@ -770,6 +770,33 @@ def _counts_a_noun(toks: list[_Tok], i: int) -> bool:
 _GREETING_TIMES = frozenset({"morning", "afternoon", "evening", "night", "day"})
 
 
+_EVERY = frozenset({"per", "each", "every", "a", "an"})
+_PER_UNIT = {
+    "hour": "hourly",
+    "day": "daily",
+    "week": "weekly",
+    "month": "monthly",
+    "quarter": "quarterly",
+    "year": "yearly",
+}
+
+
+# before "a day", a length of time, not a rate: "in a day", "half an hour", "more than a year"
+_NOT_A_RATE = _TEMPORAL_PREP | frozenset(
+    "half quarter third than about around almost nearly over under within just only whole "
+    "entire full".split()
+)
+
+
+def _per_unit(toks: list[_Tok], i: int) -> bool:
+    """ "per day", "each week", "every month", "twice a year" (not "in a day"): a rate,
+    the same as "daily", "weekly", "monthly", "yearly"."""
+    low = toks[i].low
+    if low not in _EVERY or i + 1 >= len(toks) or _singular(toks[i + 1].low) not in _PER_UNIT:
+        return False
+    return low not in ("a", "an") or (i > 0 and toks[i - 1].low not in _NOT_A_RATE)
+
+
 def _read_temporal(toks: list[_Tok]) -> None:
     for i, tok in enumerate(toks):
         low = tok.low
@@ -781,6 +808,10 @@ def _read_temporal(toks: list[_Tok]) -> None:
                 tok.temporal = f"{low}:{unit}"
                 nxt.used = True
                 continue
+        if nxt is not None and _per_unit(toks, i):
+            nxt.temporal = _PER_UNIT[_singular(nxt.low)]  # "per day" is "daily"
+            tok.used = True
+            continue
         if tok.used:
             continue
         value = lx.TEMPORAL_WORDS.get(low)
@@ -1417,9 +1448,9 @@ def _polar_against_wh(
         return [_diff("question", ["yes/no"], [oc])]
     if oc == "polar" and oq in lx.QUESTION_WORDS and oq not in wc:
         return [_diff("question", [oq], ["yes/no"])]
-    if oq == "how" and _asks_manner(q) and oc in _NOT_MANNER and oc not in wq:
+    if _asks_manner(q) and oc in _NOT_MANNER and oc not in wq:
         return [_diff("question", ["how"], [oc])]
-    if oc == "how" and _asks_manner(c) and oq in _NOT_MANNER and oq not in wc:
+    if _asks_manner(c) and oq in _NOT_MANNER and oq not in wc:
         return [_diff("question", [oq], ["how"])]
     return []
 
@@ -1433,8 +1464,10 @@ def _asks_manner(toks: Sequence[_Tok]) -> bool:
     """A bare "how", an auxiliary and the asker ("How do I ...", "How can we ..."): a
     question of the way to do something, not of amount, time or length ("how much",
     "how long") nor an explanation ("How does helium change your voice?", asked as
-    often as "why")."""
+    often as "why"); or a "what" that names the steps or the process (:data:`_PROCESS`)."""
     words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    if words and words[0].low == "what":  # "What steps do I take to ...", "What's the process"
+        return any(t.low in _PROCESS for t in words[1:4])
     return (
         len(words) > 2
         and words[0].low == "how"
@@ -2128,10 +2161,12 @@ def _compound_rewritten(
 ) -> bool:
     """A noun compound on one side written with a preposition on the other: "my account
     password" / "the password for my account", "Windows Phone games" / "games for
-    Windows Phone". The two words stand in one run of content words ending in a noun
-    (not a verb form: "my husband *listed*") on one side; on the other, the run's head
-    part comes first, then a preposition (and a possessive), then its modifier part."""
-    for (one, kept), (other, _) in (sides, sides[::-1]):
+    Windows Phone"; or, for a head that is also a verb, as the verb and its object
+    (:func:`_split_as_object`). The two words stand in one run of content words ending
+    in a noun (not a verb form: "my husband *listed*") on one side; on the other, the
+    run's head part comes first, then a preposition (and a possessive), then its
+    modifier part."""
+    for k, ((one, kept), (other, _)) in enumerate((sides, sides[::-1])):
         i, j = sorted((one.keys.index(pair[0]), one.keys.index(pair[1])))
         lo, hi = i, j
         while lo > 0 and kept[lo - 1].content:
@@ -2148,6 +2183,41 @@ def _compound_rewritten(
                     head, modifier = one.keys[cut : h + 1], one.keys[m:cut]
                     if _split_by_preposition(other.keys, head, modifier):
                         return True
+                    if (
+                        len(head) == 1
+                        and _ends_noun_phrase(kept, h)
+                        and _split_as_object(sides[1 - k], head[0], modifier)
+                    ):
+                        return True
+    return False
+
+
+def _ends_noun_phrase(kept: list[_Tok], h: int) -> bool:
+    """Whether the word at ``h`` ends its noun phrase: no object follows it ("a *password
+    reset*?", "the *prescription transfer* to ..."; "does a girl *finger herself*", "a
+    dog *bite* the man" read it as a verb)."""
+    if h + 1 >= len(kept):
+        return True
+    nxt = kept[h + 1]
+    return nxt.low not in _PERSON and not (nxt.content and nxt.pos > kept[h].pos + 1)
+
+
+def _split_as_object(side: tuple[_moves.Side, list[_Tok]], verb: str, obj: list[str]) -> bool:
+    """The compound's head as a verb with its modifier as the object: "a *password
+    reset*" / "*reset* my *password*", "a *plan upgrade*" / "*upgrade* the *plan*". The
+    verb stands where a verb does (first, or after a function word: "how do I *reset*",
+    "to *reset*"; "report a *bite* dog" is a noun), possessives between."""
+    keys, kept = side[0].keys, side[1]
+    for x, key in enumerate(keys):
+        if key != verb or "VERB" not in _readings(kept[x].low):
+            continue
+        if x and kept[x - 1].content:
+            continue
+        k = x + 1
+        while k < len(keys) and keys[k].startswith("@"):
+            k += 1
+        if keys[k : k + len(obj)] == obj:
+            return True
     return False
 
 
@@ -2198,15 +2268,21 @@ def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -
     return _attribute_frame(q, c, uq, uc)
 
 
+_RECOMMENDED = frozenset("recommended suggested advised advisable ideal optimal".split())
+
+
 def _attribute_frame(
     q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]
 ) -> Difference | None:
     """One side asks "how W", the other, opening with "what" or "which", for the
     attribute W measures (WordNet's attribute links, ``data/wordnet_attributes.txt.gz``):
     *tall* / *height*, *old* / *age*, *often* / *frequency*, *far* / *distance*. Nothing
-    else may be left over on either side."""
+    else may be left over on either side, but for the word that names a "should" ("How
+    often *should* I ...?" / "the *recommended* frequency")."""
     table = _attributes()
     for one, other, mine, theirs in ((q, c, uq, uc), (c, q, uc, uq)):
+        if any(t.low in ("should", "ought") for t in one):  # "the recommended frequency"
+            theirs = [t for t in theirs if t.low not in _RECOMMENDED]
         if len(mine) != 1 or len(theirs) != 1 or _opener(other) not in ("what", "which"):
             continue
         w, n = mine[0], theirs[0]
