@@ -1793,7 +1793,20 @@ def _reframed(
         frame is not None
         or _nominalization_frame(q, c, pairs)
         or _process_frame(q, c, left[0], left[1])
+        or _voice_reframed(q, c, pairs)
     )
+
+
+def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
+    """One side passive with its agent named after "by", the other active with that
+    agent before the verb: "Why was my pod evicted *by the kubelet*?" / "Why did *the
+    kubelet* evict my pod?". A passive with no agent ("Was the package delivered?" /
+    "Did I deliver the package?") leaves the doer open: not this frame."""
+    form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
+    sq, kq = _move_side(q, form)
+    sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
+    found = _passive(sq, kq) or _passive(sc, kc)
+    return found is not None and found[1] is not None and _voice(sq, kq, sc, kc) == "changed"
 
 
 def _same_words(
