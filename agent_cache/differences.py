@@ -2335,17 +2335,28 @@ _PROCESS = frozenset("process processes procedure procedures steps".split())
 def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]) -> bool:
     """One side asks the way to do something ("How do I request time off?"), the other
     its process ("What's the process for requesting time off?", "What are the steps to
-    reset my router?"): a left-over process noun on a side that opens with "what" or
-    "which", against a "how do I" question."""
+    reset my router?": a left-over process noun on a side that opens with "what" or
+    "which") or whether there is a way (:func:`_asks_for_a_way`), against a "how do I"
+    question."""
     for one, other, left in ((q, c, left_c), (c, q, left_q)):
-        if (
-            _opener(one) == "how"
-            and _asks_manner(one)
-            and _opener(other) in ("what", "which")
-            and any(t.low in _PROCESS for t in left)
-        ):
+        if not (_opener(one) == "how" and _asks_manner(one)):
+            continue
+        if _opener(other) in ("what", "which") and any(t.low in _PROCESS for t in left):
+            return True
+        if _asks_for_a_way(other):
             return True
     return False
+
+
+def _asks_for_a_way(toks: list[_Tok]) -> bool:
+    """ "Is there a way to ...?", "Is there any way to ...?": a polar question whose
+    answer is the way, asked as "How do I ...?" is. Not "Is it possible to ...?", which
+    may ask whether a thing can happen at all ("... to get pregnant on my period")."""
+    words = [t.low for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    if words[:2] != ["is", "there"]:
+        return False
+    rest = words[3:] if words[2:3] in (["a"], ["any"]) else words[2:]
+    return rest[:1] in (["way"], ["ways"]) and rest[1:2] == ["to"]
 
 
 def _symmetric_near(side: _moves.Side, kept: list[_Tok], pair: tuple[str, str]) -> bool:
