@@ -293,6 +293,11 @@ def _packaged_table(name: str) -> dict[str, str]:
     )
 
 
+def _word_sets(name: str) -> dict[str, frozenset[str]]:
+    """A packaged ``word<TAB>words`` table as word -> its words."""
+    return {word: frozenset(words.split()) for word, words in _packaged_table(name).items()}
+
+
 @functools.lru_cache(maxsize=1)
 def _wordnet() -> dict[str, str]:
     """The WordNet synonym table (``data/wordnet_synonyms.txt.gz``, built by
@@ -306,8 +311,7 @@ def _attributes() -> dict[str, frozenset[str]]:
     """The WordNet adjective -> attribute noun table (``data/wordnet_attributes.txt.gz``,
     built by ``scripts/build_wordnet_attributes.py``): "tall" -> "height", "often" ->
     "frequency". Empty when the file is gone."""
-    table = _packaged_table("wordnet_attributes.txt.gz")
-    return {word: frozenset(nouns.split()) for word, nouns in table.items()}
+    return _word_sets("wordnet_attributes.txt.gz")
 
 
 @functools.lru_cache(maxsize=1)
@@ -315,8 +319,7 @@ def _action_nouns() -> dict[str, frozenset[str]]:
     """The WordNet verb -> action noun table (``data/wordnet_derivations.txt.gz``, built
     by ``scripts/build_wordnet_derivations.py``): "deliver" -> "delivery", "sell" ->
     "selling", "complain" -> "complaint". Empty when the file is gone."""
-    table = _packaged_table("wordnet_derivations.txt.gz")
-    return {verb: frozenset(nouns.split()) for verb, nouns in table.items()}
+    return _word_sets("wordnet_derivations.txt.gz")
 
 
 @functools.lru_cache(maxsize=1)
@@ -324,8 +327,7 @@ def _antonyms() -> dict[str, frozenset[str]]:
     """The WordNet word -> opposites table (``data/wordnet_antonyms.txt.gz``, built by
     ``scripts/build_wordnet_antonyms.py``): "drawback" -> "advantage", "sluggish" ->
     "fast". Empty when the file is gone."""
-    table = _packaged_table("wordnet_antonyms.txt.gz")
-    return {word: frozenset(words.split()) for word, words in table.items()}
+    return _word_sets("wordnet_antonyms.txt.gz")
 
 
 def _action_noun(x: _Tok, y: _Tok) -> bool:
@@ -1802,6 +1804,8 @@ def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool
     agent before the verb: "Why was my pod evicted *by the kubelet*?" / "Why did *the
     kubelet* evict my pod?". A passive with no agent ("Was the package delivered?" /
     "Did I deliver the package?") leaves the doer open: not this frame."""
+    if not any(t.low == "by" for t in (*q, *c)):
+        return False  # no agent named: skip building the two sides
     form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
