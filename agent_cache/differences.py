@@ -1244,7 +1244,8 @@ def _spells_out(run: list[_Tok]) -> bool:
 
 
 def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
-    """An acronym on ``side`` spelled by the initials of a run of words on ``other``."""
+    """An acronym on ``side`` spelled by the initials of a run of words on ``other``, or,
+    failing any such run, by initials and later letters (:func:`_spelled_within`)."""
     found: list[Difference] = []
     other_lows = {t.low for t in other if not t.used}
     for tok in side:
@@ -1252,28 +1253,78 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             continue
         if tok.low in other_lows:
             continue
-        target = tok.low
-        for start in range(len(other)):
-            spelled, run = "", list[_Tok]()
-            for t in other[start:]:
-                if t.used or t.kind == "sym":
-                    break
-                if run and t.low in _ACRONYM_SKIPS and not target.startswith(spelled + t.low[:1]):
-                    run.append(t)
-                    continue
-                spelled += _initials(t)
-                run.append(t)
-                if not target.startswith(spelled):
-                    break
-                if spelled == target:
-                    break
-            if spelled == target and len(run) >= 2 and _spells_out(run):
-                for t in run:  # spelled out, not a date: "annual percentage yield" (APY)
-                    t.used, t.temporal = True, None
-                tok.used, tok.temporal = True, None  # "APR" spelled out is not April
-                found.append(Difference("acronym", tok.text, " ".join(t.text for t in run), False))
-                break
+        run = _spelled_by_initials(tok.low, other)
+        if not run:
+            run = next(
+                (r for k in range(len(other)) if (r := _spelled_within(tok.low, other[k:]))), []
+            )
+        if run:
+            for t in run:  # spelled out, not a date: "annual percentage yield" (APY)
+                t.used, t.temporal = True, None
+            tok.used, tok.temporal = True, None  # "APR" spelled out is not April
+            found.append(Difference("acronym", tok.text, " ".join(t.text for t in run), False))
     return found
+
+
+def _spelled_by_initials(target: str, other: list[_Tok]) -> list[_Tok]:
+    """The first run of words in ``other`` whose initials spell ``target`` (a small word
+    may be left out: "pounds per square inch", PSI); [] when none does."""
+    for start in range(len(other)):
+        spelled, run = "", list[_Tok]()
+        for t in other[start:]:
+            if t.used or t.kind == "sym":
+                break
+            if run and t.low in _ACRONYM_SKIPS and not target.startswith(spelled + t.low[:1]):
+                run.append(t)
+                continue
+            spelled += _initials(t)
+            run.append(t)
+            if not target.startswith(spelled):
+                break
+            if spelled == target:
+                break
+        if spelled == target and len(run) >= 2 and _spells_out(run):
+            return run
+    return []
+
+
+def _spelled_within(target: str, words: Sequence[_Tok]) -> list[_Tok]:
+    """The run of ``words`` from the first that spells ``target`` the way acronyms are
+    coined beyond initials (Schwartz & Hearst's rule for abbreviation definitions): each
+    word gives its first letter, then, in order, any of its later letters ("NSAIDs":
+    *N*on*S*teroidal *A*nti-*I*nflammatory *D*rug*s*; "LHR": *L*ondon *H*eath*r*ow), a
+    small word may be left out; [] when none does. Three letters at least, letters only:
+    "BP" is initials or nothing."""
+    if len(target) < 3 or not target.isalpha():
+        return []
+
+    def spell(rest: str, k: int) -> int:  # words used to spell ``rest`` from words[k], or -1
+        if not rest:
+            return 0
+        if k >= len(words) or k >= len(target) + 2:
+            return -1
+        t = words[k]
+        if t.used or t.kind != "word":
+            return -1
+        if k and t.low in _ACRONYM_SKIPS:
+            n = spell(rest, k + 1)  # "Department *of* Motor Vehicles"
+            if n >= 0:
+                return n + 1
+        if t.low[:1] != rest[0]:
+            return -1
+        i = 1
+        best = spell(rest[1:], k + 1)
+        for ch in t.low[1:]:  # later letters, in order, each at most once
+            if i < len(rest) and ch == rest[i]:
+                i += 1
+                n = spell(rest[i:], k + 1)
+                if n >= 0 and (best < 0 or n < best):
+                    best = n
+        return best + 1 if best >= 0 else -1
+
+    n = spell(target, 0)
+    run = list(words[:n]) if n >= 2 else []
+    return run if run and run[-1].low not in _ACRONYM_SKIPS and _spells_out(run) else []
 
 
 def _numbers(toks: Sequence[_Tok]) -> Counter[tuple[str, str | None]]:
@@ -2577,10 +2628,13 @@ def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     """What needs no alignment: frames, acronyms, numbers, time, negation, question
     words and tense."""
     diffs: list[Difference] = []
-    for kind, q_words, c_words in frame_differences([t.low for t in q], [t.low for t in c]):
+    before = {id(t) for t in (*q, *c) if t.used}
+    acronyms = _match_acronyms(q, c) + _match_acronyms(c, q)
+    # frames read the words an acronym did not take ("NSAIDs" spelled out holds "anti-")
+    words_q, words_c = ([t.low for t in side if not t.used or id(t) in before] for side in (q, c))
+    for kind, q_words, c_words in frame_differences(words_q, words_c):
         diffs.append(_diff(kind, q_words, c_words))
-    diffs += _match_acronyms(q, c)
-    diffs += _match_acronyms(c, q)
+    diffs += acronyms
     diffs += _compare_numbers(q, c)
     tq, tc = _temporal(q), _temporal(c)
     if tq != tc:
