@@ -1077,6 +1077,8 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
     if how == "exact":
         return x.low == y.low
     if how == "same":
+        if _dated_short(x, y) or _dated_short(y, x):
+            return True
         if (x.entity or x.acronym) and (y.entity or y.acronym):  # "IIT" / "IITs"
             return _singular(x.low) == _singular(y.low)
         return bool(x.lemmas & y.lemmas)
@@ -1135,6 +1137,14 @@ def _spelling_variants(a: str, b: str) -> bool:
 
 _NUMERONYM = re.compile(r"^([a-z])(\d{1,2})([a-z])$")
 _VOWELS = frozenset("aeiou")
+
+
+def _dated_short(short: _Tok, long_: _Tok) -> bool:
+    """A month or a weekday written short with a full stop for its name: "Jan. 1" /
+    "January 1", "open on Sat." / "on Saturday", "the Aug. deadline" / "the August ..."."""
+    if not short.dotted or long_.temporal is None or len(short.low) < 3:
+        return False
+    return short.temporal == long_.temporal or long_.temporal.startswith(short.low)
 
 
 def _marked_short(short: _Tok, long_: _Tok) -> bool:
@@ -1243,6 +1253,54 @@ def _spells_out(run: list[_Tok]) -> bool:
     return any(t.content for t in run)
 
 
+def _match_joined(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
+    """A word written in pieces on ``side`` and whole on ``other``: hyphenated ("Wi-Fi",
+    "e-mail", "check-in", "co-pay" / "wifi", "email", "checkin", "copay") or a name
+    written apart ("Mac Book" / "MacBook"), a spelling (``typo``). Two words that are
+    not one name stay two words: "paid over time" is not "paid overtime"."""
+    found: list[Difference] = []
+    for y in other:
+        dotted = next((x for x in side if _same_letters(x, y)), None)
+        if dotted is not None:  # "U.S." / "US", "Ph.D." / "PhD", "a.m." / "AM"
+            for t in (dotted, y):
+                t.used, t.temporal = True, None
+            found.append(Difference("typo", dotted.text, y.text, False))
+            continue
+        if y.used or y.kind != "word" or len(y.low) < 4 or not y.low.isalpha():
+            continue
+        for i in range(len(side)):
+            run = next(
+                (
+                    side[i : i + n]
+                    for n in (2, 3)
+                    if i + n <= len(side)
+                    and all(not t.used and t.kind == "word" for t in side[i : i + n])
+                    and "".join(t.low for t in side[i : i + n]) == y.low
+                ),
+                None,
+            )
+            if run is None:
+                continue
+            hyphenated = run[0].compound > 0 and all(t.compound == run[0].compound for t in run)
+            if hyphenated or all(t.text[:1].isupper() for t in run):
+                for t in (*run, y):
+                    t.used = True
+                joiner = "-" if hyphenated else " "
+                found.append(Difference("typo", joiner.join(t.text for t in run), y.text, False))
+                break
+    return found
+
+
+def _same_letters(x: _Tok, y: _Tok) -> bool:
+    """``x`` written with dots that ``y`` leaves out, the same letters otherwise: "U.S." /
+    "US", "Node.js" / "NodeJS". A lower-case function word is not an acronym ("us")."""
+    if x.used or y.used or "." not in x.low or "." in y.low or x.kind != "word":
+        return False
+    if y.low in lx.FUNCTION_WORDS and y.text.islower():
+        return False
+    return x.low.replace(".", "") == y.low and len(y.low) >= 2
+
+
 def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
     """An acronym on ``side`` spelled by the initials of a run of words on ``other``, or,
     failing any such run, by initials and later letters (:func:`_spelled_within`)."""
@@ -1253,10 +1311,12 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             continue
         if tok.low in other_lows:
             continue
-        run = _spelled_by_initials(tok.low, other)
+        run = _spelled_by_initials(tok.low, other) or _camel_cased(tok.low, other)
         if not run:
+            own = frozenset(t.low for t in side)  # a word both sides hold spells nothing
             run = next(
-                (r for k in range(len(other)) if (r := _spelled_within(tok.low, other[k:]))), []
+                (r for k in range(len(other)) if (r := _spelled_within(tok.low, other[k:], own))),
+                [],
             )
         if run:
             for t in run:  # spelled out, not a date: "annual percentage yield" (APY)
@@ -1288,7 +1348,18 @@ def _spelled_by_initials(target: str, other: list[_Tok]) -> list[_Tok]:
     return []
 
 
-def _spelled_within(target: str, words: Sequence[_Tok]) -> list[_Tok]:
+def _camel_cased(target: str, other: list[_Tok]) -> list[_Tok]:
+    """One word of ``other`` whose capitals spell ``target``: "JS" is *J*ava*S*cript,
+    "GH" *G*it*H*ub; [] when none."""
+    for t in other:
+        caps = "".join(ch for ch in t.text if ch.isupper())
+        camel = t.text[:1].isupper() and not t.text.isupper() and len(caps) >= 2
+        if camel and not t.used and caps.lower() == target:
+            return [t]
+    return []
+
+
+def _spelled_within(target: str, words: Sequence[_Tok], own: frozenset[str]) -> list[_Tok]:
     """The run of ``words`` from the first that spells ``target`` the way acronyms are
     coined beyond initials (Schwartz & Hearst's rule for abbreviation definitions): each
     word gives its first letter, then, in order, any of its later letters ("NSAIDs":
@@ -1304,13 +1375,11 @@ def _spelled_within(target: str, words: Sequence[_Tok]) -> list[_Tok]:
         if k >= len(words) or k >= len(target) + 2:
             return -1
         t = words[k]
-        if t.used or t.kind != "word":
-            return -1
         if k and t.low in _ACRONYM_SKIPS:
             n = spell(rest, k + 1)  # "Department *of* Motor Vehicles"
             if n >= 0:
                 return n + 1
-        if t.low[:1] != rest[0]:
+        if t.used or t.kind != "word" or t.acronym or t.low in own or t.low[:1] != rest[0]:
             return -1
         i = 1
         best = spell(rest[1:], k + 1)
@@ -2629,7 +2698,8 @@ def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     words and tense."""
     diffs: list[Difference] = []
     before = {id(t) for t in (*q, *c) if t.used}
-    acronyms = _match_acronyms(q, c) + _match_acronyms(c, q)
+    acronyms = _match_joined(q, c) + _match_joined(c, q)
+    acronyms += _match_acronyms(q, c) + _match_acronyms(c, q)
     # frames read the words an acronym did not take ("NSAIDs" spelled out holds "anti-")
     words_q, words_c = ([t.low for t in side if not t.used or id(t) in before] for side in (q, c))
     for kind, q_words, c_words in frame_differences(words_q, words_c):

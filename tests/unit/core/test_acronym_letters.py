@@ -4,7 +4,8 @@ the pairs were refused ("anti" read as a reversing prefix, "London" as a lost na
 Each word of the spelled-out run gives its first letter, later letters may follow in
 order (Schwartz & Hearst's rule for abbreviation definitions); a run whose letters do
 not spell the acronym still refuses, and an acronym spelled by initials keeps that
-reading. Pairs written for this test."""
+reading. One word's capitals spell an acronym too ("JS" / "JavaScript"). Pairs written
+for this test."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ SAME = [
         "Where is the nearest Department of Motor Vehicles office?",
     ),
     ("Which TLDs are cheapest?", "Which top-level domains are cheapest?"),
+    ("How do I debug JS in Chrome?", "How do I debug JavaScript in Chrome?"),
+    ("How do I push a branch to GH?", "How do I push a branch to GitHub?"),
 ]
 
 
@@ -66,3 +69,18 @@ def test_two_letters_are_initials_only() -> None:
     """ "BP" inside one word ("backup") is not an acronym: two letters say too little."""
     analysis = analyze("How do I check my BP at home?", "How do I check my backup at home?")
     assert analysis.refuses, analysis
+
+
+def test_a_word_both_sides_hold_spells_nothing() -> None:
+    """ "PDF to a PowerPoint" spells P-P-T with later letters, but "PDF" is asked on both
+    sides: the acronym is not read into it."""
+    analysis = analyze(
+        "How do I convert a PDF to a PPT?", "How do I convert a PDF to a PowerPoint?"
+    )
+    acronym = [d for d in analysis.differences if d.kind == "acronym"]
+    assert all("PDF" not in d.candidate for d in acronym), analysis
+
+
+def test_capitals_of_another_word_still_refuse() -> None:
+    analysis = analyze("How do I learn JS?", "How do I learn Java?")
+    assert analysis.refuses and analysis.reason == "entities", analysis
