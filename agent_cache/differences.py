@@ -2265,6 +2265,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         for a, b in crossed
         if not (_symmetric_near(sq, kq, (a, b)) or _symmetric_near(sc, kc, (a, b)))
         and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
+        and not (_named_back(sq, kq, (a, b)) or _named_back(sc, kc, (a, b)))
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
         return None
@@ -2467,9 +2468,19 @@ def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: lis
             continue
         if _opener(other) in ("what", "which") and any(t.low in _PROCESS for t in left):
             return True
-        if _asks_for_a_way(other):
+        if _asks_for_a_way(other) or _asks_what_to_do(other):
             return True
     return False
+
+
+def _asks_what_to_do(toks: list[_Tok]) -> bool:
+    """ "What do I need to do to renew my passport?", "What should I do to get a
+    refund?": the steps to a goal, asked as "How do I ...?" is ("what" the object of a
+    "do" that a "to" and the goal follow)."""
+    words = [t.low for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    if words[:1] != ["what"]:
+        return False
+    return any(words[k : k + 2] == ["do", "to"] for k in range(2, min(len(words) - 2, 7)))
 
 
 def _asks_for_a_way(toks: list[_Tok]) -> bool:
@@ -2481,6 +2492,28 @@ def _asks_for_a_way(toks: list[_Tok]) -> bool:
         return False
     rest = words[3:] if words[2:3] in (["a"], ["any"]) else words[2:]
     return rest[:1] in (["way"], ["ways"]) and rest[1:2] == ["to"]
+
+
+_BACK = frozenset({"it", "them"})
+
+
+def _named_back(side: _moves.Side, kept: list[_Tok], pair: tuple[str, str]) -> bool:
+    """One of the crossed words named first and the other a verb whose object is a
+    pronoun after it, in a later phrase: "my printer won't connect, how do I *fix it*?"
+    asks "How do I fix my printer ...?" (the object stands where the pronoun does)."""
+    at = {k: i for i, k in enumerate(side.keys) if k in pair}
+    if len(at) != 2:
+        return False
+    first, verb = sorted(at.values())
+    return (
+        verb + 1 < len(kept)
+        and kept[verb + 1].low in _BACK
+        # a new phrase between the two: a mark, or a question opening unpunctuated
+        and (
+            any(side.marks[first + 1 : verb + 1])
+            or any(t.low in _QUESTION_START for t in kept[first + 1 : verb])
+        )
+    )
 
 
 def _symmetric_near(side: _moves.Side, kept: list[_Tok], pair: tuple[str, str]) -> bool:
@@ -2552,7 +2585,7 @@ def _voice(sq: _moves.Side, kq: list[_Tok], sc: _moves.Side, kc: list[_Tok]) -> 
     return "changed" if active.keys.index(agent) < active.keys.index(verb) else "swapped"
 
 
-_OF_LIKE = frozenset({"of", "for", "in"})
+_OF_LIKE = frozenset({"of", "for", "in", "from"})  # "the return from last year"
 
 
 def _possessive_explains(q: list[_Tok], c: list[_Tok]) -> bool:
