@@ -196,6 +196,8 @@ def _plan(words: Sequence[str], i: int) -> bool:
 
 
 _MEASURES = frozenset("often long much many far soon early late frequently".split())
+# the one a recommendation is for, said generically: "should *a* toddler", "should *an* adult"
+_GENERIC = frozenset({"a", "an"})
 
 
 def _recommends(words: Sequence[str], i: int) -> bool:
@@ -203,10 +205,23 @@ def _recommends(words: Sequence[str], i: int) -> bool:
     often should I ...", "How long should I ...", "When should I ...", an agent after
     it. The polar "Should I ...?" asks the advice itself, and "What should I wear?" /
     "Which one should I choose?" a choice, not the same question as "What is ...?"."""
-    if i < 1 or i + 1 >= len(words) or words[i + 1] not in _AGENTS:
+    if i < 1 or i + 1 >= len(words) or words[i + 1] not in _AGENTS | _GENERIC:
         return False
     before = words[i - 1]
-    return before == "when" or (before in _MEASURES and i >= 2 and words[i - 2] == "how")
+    if before == "when" or (before in _MEASURES and i >= 2 and words[i - 2] == "how"):
+        return True
+    # "How much ibuprofen should an adult take?", "How many hours of sleep should I get?"
+    for j in range(max(0, i - 7), i - 1):
+        if words[j] == "how" and words[j + 1] in ("much", "many"):
+            between = words[j + 2 : i]
+        elif words[j].startswith(("how much ", "how many ")):  # one token: "how many hours"
+            between = words[j + 1 : i]
+        else:
+            continue
+        return bool(between) and all(
+            w.isalpha() and w not in _MODALS and w not in _EMBEDDED for w in between
+        )
+    return False
 
 
 def _modal_classes(words: Sequence[str]) -> set[str]:

@@ -2266,6 +2266,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         if not (_symmetric_near(sq, kq, (a, b)) or _symmetric_near(sc, kc, (a, b)))
         and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
         and not (_named_back(sq, kq, (a, b)) or _named_back(sc, kc, (a, b)))
+        and not _genitive_turned(((sq, kq), (sc, kc)), (a, b))
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
         return None
@@ -2492,6 +2493,25 @@ def _asks_for_a_way(toks: list[_Tok]) -> bool:
         return False
     rest = words[3:] if words[2:3] in (["a"], ["any"]) else words[2:]
     return rest[:1] in (["way"], ["ways"]) and rest[1:2] == ["to"]
+
+
+def _genitive_turned(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], ...], pair: tuple[str, str]
+) -> bool:
+    """ "the *cost of shipping*" / "*shipping* to Canada *cost*", "the *price of* gas" /
+    "*gas prices*": on one side a word and, after an "of" (for, from), the other; on the
+    other side the other first."""
+    for (side, kept), (other, _) in (sides, sides[::-1]):
+        at = {k: i for i, k in enumerate(side.keys) if k in pair}
+        there = {k: i for i, k in enumerate(other.keys) if k in pair}
+        if len(at) != 2 or len(there) != 2:
+            continue
+        head = min(at, key=at.__getitem__)
+        i, j = at[head], max(at.values())
+        within = 2 <= j - i <= 5 and not any(side.marks[i + 1 : j + 1])  # one phrase
+        if within and kept[i + 1].low in _OF_LIKE and there[head] > min(there.values()):
+            return True
+    return False
 
 
 _BACK = frozenset({"it", "them"})
