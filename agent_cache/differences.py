@@ -1362,10 +1362,10 @@ def _camel_cased(target: str, other: list[_Tok]) -> list[_Tok]:
 def _spelled_within(target: str, words: Sequence[_Tok], own: frozenset[str]) -> list[_Tok]:
     """The run of ``words`` from the first that spells ``target`` the way acronyms are
     coined beyond initials (Schwartz & Hearst's rule for abbreviation definitions): each
-    word gives its first letter, then, in order, any of its later letters ("NSAIDs":
-    *N*on*S*teroidal *A*nti-*I*nflammatory *D*rug*s*; "LHR": *L*ondon *H*eath*r*ow), a
-    small word may be left out; [] when none does. Three letters at least, letters only:
-    "BP" is initials or nothing."""
+    word gives its first letter, then, in order, later letters that open a part of it
+    (:func:`_part_start`: "NSAIDs": *N*on*S*teroidal *A*nti-*I*nflammatory *D*rug*s*;
+    "LHR": *L*ondon *H*eath*r*ow), a small word may be left out; [] when none does.
+    Three letters at least, letters only: "BP" is initials or nothing."""
     if len(target) < 3 or not target.isalpha():
         return []
 
@@ -1383,8 +1383,8 @@ def _spelled_within(target: str, words: Sequence[_Tok], own: frozenset[str]) -> 
             return -1
         i = 1
         best = spell(rest[1:], k + 1)
-        for ch in t.low[1:]:  # later letters, in order, each at most once
-            if i < len(rest) and ch == rest[i]:
+        for at in range(1, len(t.low)):  # later letters, in order, each at most once
+            if i < len(rest) and t.low[at] == rest[i] and _part_start(t.low, at, rest[i:]):
                 i += 1
                 n = spell(rest[i:], k + 1)
                 if n >= 0 and (best < 0 or n < best):
@@ -1394,6 +1394,19 @@ def _spelled_within(target: str, words: Sequence[_Tok], own: frozenset[str]) -> 
     n = spell(target, 0)
     run = list(words[:n]) if n >= 2 else []
     return run if run and run[-1].low not in _ACRONYM_SKIPS and _spells_out(run) else []
+
+
+def _part_start(word: str, at: int, rest: str) -> bool:
+    """Whether a letter inside ``word`` may stand in an acronym: it opens the second part
+    of a compound or a prefixed word ("non*s*teroidal", "Heath*r*ow": both parts words of
+    three letters or more, or a prefix before), or it is a plural's "s" ending both
+    ("NSAID*s*" / "drug*s*"). Not any letter: "CPA" is not "*c*opy of the *pa*ssport"."""
+    if at == len(word) - 1 and rest == "s" and word.endswith("s"):
+        return True
+    head, tail = word[:at], word[at:]
+    if len(tail) < 3 or _Dictionary.frequency(tail) == 0:
+        return False
+    return head in _PREFIXES or (len(head) >= 3 and _Dictionary.frequency(head) > 0)
 
 
 def _numbers(toks: Sequence[_Tok]) -> Counter[tuple[str, str | None]]:
@@ -1916,7 +1929,29 @@ def _reframed(
         or _nominalization_frame(q, c, pairs)
         or _process_frame(q, c, left[0], left[1])
         or _voice_reframed(q, c, pairs)
+        or _told_frame(q, c)
     )
+
+
+_CLAUSE_OPENERS = frozenset({"if", "whether", "that"})
+
+
+def _told_frame(q: list[_Tok], c: list[_Tok]) -> bool:
+    """A request to be told a thing ("Could you tell me the store hours on Sunday?",
+    "Please let me know your return policy") against "What is / are ...?" of it; not a
+    request of an embedded question ("tell me how ...", judged as that question)."""
+    for one, other in ((q, c), (c, q)):
+        words = [t.low for t in other if t.kind != "sym" and t.low not in lx.OPENERS]
+        if words[:2] not in (["what", "is"], ["what", "are"]):
+            continue
+        said = [t.low for t in one if t.kind != "sym"]
+        for i in range(len(said) - 2):
+            told = said[i] == "tell" and said[i + 1] in ("me", "us")
+            known = said[i : i + 3] == ["let", "me", "know"]
+            # not an embedded question or clause after it: judged as that
+            if (told or known) and said[i + 2] not in _QUESTION_START | _CLAUSE_OPENERS:
+                return True
+    return False
 
 
 def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
@@ -2130,8 +2165,14 @@ def _direction_differences(
     """Opposed directions left over ("to" / "from"), swapped arguments, or one word
     headed by opposite directions."""
     out: list[Difference] = []
-    dq = Counter(t.low for t in left_q if t.low in lx.DIRECTIONAL and t.low != "without")
-    dc = Counter(t.low for t in left_c if t.low in lx.DIRECTIONAL and t.low != "without")
+    dq, dc = (
+        Counter(
+            t.low
+            for t in left
+            if t.low in lx.DIRECTIONAL and t.low != "without" and not _infinitive(toks, t)
+        )
+        for toks, left in ((q, left_q), (c, left_c))
+    )
     if any(
         (x, y) in lx.DIRECTION_OPPOSITES or (y, x) in lx.DIRECTION_OPPOSITES for x in dq for y in dc
     ):
@@ -2147,6 +2188,18 @@ def _direction_differences(
     elif not out:
         out += _turned(q, c)
     return out
+
+
+def _infinitive(toks: list[_Tok], t: _Tok) -> bool:
+    """A "to" that marks a verb, not a direction: "the best way *to* remove a stain
+    from carpet", "how *to* get ...", "to" before a word that reads only as a verb."""
+    if t.low != "to":
+        return False
+    i = toks.index(t)
+    before = toks[i - 1].low if i else ""
+    after = toks[i + 1].low if i + 1 < len(toks) else ""
+    readings = _readings(after)
+    return before in ("how", "way", "ways") or ("VERB" in readings and "NOUN" not in readings)
 
 
 # The person a pronoun points at, whatever its case: "I" / "me" / "my" are one referent

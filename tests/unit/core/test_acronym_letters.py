@@ -65,6 +65,22 @@ def test_a_reversing_prefix_outside_an_acronym_still_refuses() -> None:
     assert analysis.refuses, analysis
 
 
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("Do I need a CPA?", "Do I need a copy of the passport?"),
+        ("Is there a fee at the ATM?", "Is there a fee at the airport terminal?"),
+        ("Is my HSA taxable?", "Is my house sale taxable?"),
+    ],
+)
+def test_inner_letters_must_open_a_part(query: str, stored: str) -> None:
+    """A later letter stands in an acronym only where a part of the word begins ("non-
+    *s*teroidal", "Heath-*r*ow") or as a plural's "s": "copy of the *pa*ssport" spells no
+    CPA, "*s*ale" no HSA."""
+    for a, b in ((query, stored), (stored, query)):
+        assert analyze(a, b).refuses, (a, b)
+
+
 def test_two_letters_are_initials_only() -> None:
     """ "BP" inside one word ("backup") is not an acronym: two letters say too little."""
     analysis = analyze("How do I check my BP at home?", "How do I check my backup at home?")
