@@ -25,8 +25,10 @@ from agent_cache import embedders, semantic, tracing
 from agent_cache._backends import Backends
 from agent_cache._flow import Flow
 from agent_cache._hits import CacheHit, Outcome, hit_from_record
+from agent_cache._respell import respelled
 from agent_cache._settings import Settings
 from agent_cache._trust import Trust
+from agent_cache.differences import Analysis, analyze
 from agent_cache.errors import ConfigurationError
 from agent_cache.protocols import VectorMatch
 from agent_cache.stats import HIT, Count, LookupOutcome, StatsRecorder
@@ -186,11 +188,7 @@ class Reader:
 
     # ------------------------------------------------------------------ semantic layer
     def _semantic_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[Outcome]:
-        vectors = yield from io.embed(self._b.embedder, [req.prompt])
-        scope = self.vector_scope(keys, vectors[0])
-        matches = yield from io.vector_query(
-            self._b.vectors, vectors[0], k=self._top_k(req.prompt), scope=scope, now=now
-        )
+        matches = yield from self._search_flow(req, keys, now)
         verdicts = yield from self.verdicts_flow(req, matches)
         refused = None
         for v in verdicts:
@@ -218,6 +216,25 @@ class Reader:
             return Outcome(hit, keys.exact, query=req.prompt)
         explore = yield from self._trust.explore_flow(req, verdicts, now)
         return Outcome(None, keys.exact, query=req.prompt, explore=explore, refused=refused)
+
+    def _search_flow(self, req: rq.Request, keys: rq.Keys, now: float) -> Flow[list[VectorMatch]]:
+        """The k nearest stored questions; for a question with misspelled words, also
+        those of its respelling (:mod:`agent_cache._respell`: "cancle my subscrption"
+        finds "cancel my subscription"), each at its better similarity. Only the search
+        reads the respelling: the analysis judges the question as written."""
+        fixed = respelled(req.prompt)
+        texts = [req.prompt] if fixed is None else [req.prompt, fixed]
+        vectors = yield from io.embed(self._b.embedder, texts)
+        scope = self.vector_scope(keys, vectors[0])
+        k = self._top_k(req.prompt)
+        found: dict[str, VectorMatch] = {}
+        for vector in vectors:
+            for m in (
+                yield from io.vector_query(self._b.vectors, vector, k=k, scope=scope, now=now)
+            ):
+                if m.id not in found or m.score > found[m.id].score:
+                    found[m.id] = m
+        return sorted(found.values(), key=lambda m: -m.score)
 
     def _verified_flow(
         self, raw: str, key: str, req: rq.Request | None, namespace: str
@@ -321,6 +338,7 @@ class Reader:
             assert analysis is not None
             rows = yield from io.embed(self._b.embedder, list(analysis.read))
             out = semantic.reread_checked(out, best, rows, policy, verifier=verify)
+        out = _respelled_checked(query, out, policy)
         if self._judge is not None:
             out = yield from self._judged_flow(query, out, policy)
         return out
@@ -382,20 +400,16 @@ class Reader:
     def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
         """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""
         if candidate is not None:
-            vectors = yield from io.embed(self._b.embedder, [req.prompt, candidate])
-            cos = float(min(1.0, max(0.0, float(np.dot(vectors[0], vectors[1])))))
+            fixed = respelled(req.prompt)
+            texts = [candidate, req.prompt] + ([] if fixed is None else [fixed])
+            vectors = yield from io.embed(self._b.embedder, texts)
+            best = max(float(np.dot(v, vectors[0])) for v in vectors[1:])
+            cos = float(min(1.0, max(0.0, best)))
             matches = [VectorMatch("candidate", cos, {"key": "", "text": candidate})]
         else:
             version = yield from io.kv_get_counter(self._b.kv, rq.version_counter(req.namespace))
             keys = rq.keys_for(req, version)
-            vectors = yield from io.embed(self._b.embedder, [req.prompt])
-            matches = yield from io.vector_query(
-                self._b.vectors,
-                vectors[0],
-                k=self._top_k(req.prompt),
-                scope=self.vector_scope(keys, vectors[0]),
-                now=self._s.clock(),
-            )
+            matches = yield from self._search_flow(req, keys, self._s.clock())
         return (yield from self.verdicts_flow(req, matches))
 
     # ------------------------------------------------------------------ no stats
@@ -415,3 +429,39 @@ class Reader:
             self._stats.incr(Count.RECORD_MISMATCH, namespace=req.namespace)
             return None  # the lookup that follows evicts it
         return hit_from_record(record, "exact", None, key, req.namespace)
+
+
+def _respelled_checked(
+    query: str, verdicts: list[semantic.Verdict], policy: semantic.SemanticPolicy
+) -> list[semantic.Verdict]:
+    """A servable candidate is judged once more against the query respelled
+    (:mod:`agent_cache._respell`): a misspelled word the analysis read as noise may be
+    the one that matters ("Can I withdraw *ater* the deadline?" means *after*, not the
+    stored "before"; "*withotu* a reservation" means *without*). Respelled toward the
+    candidate's own words first (a word of it one edit away); refused if that reading
+    refuses."""
+    if respelled(query) is None:
+        return verdicts
+    out = list(verdicts)
+    for i, v in enumerate(out):
+        if v.outcome not in ("serve", "verify"):
+            continue
+        fixed = respelled(query, near=v.candidate.text)
+        if fixed is None:
+            continue  # nothing respelled toward this candidate
+        case = policy.case_sensitive
+        written = analyze(query, v.candidate.text, case_sensitive=case)
+        again = analyze(fixed, v.candidate.text, case_sensitive=case)
+        # the model check measured the swap on the misspelled text against the respelled
+        # cosine: not trusted then; a refusal as written that the judge explained stands
+        # explained, one the respelling brings is new
+        checked = v.analysis is not None and any(d.kind == "model" for d in v.analysis.differences)
+        if checked and written.refuses:
+            out[i] = semantic.Verdict(v.candidate, "refused", written.reason, v.score, written)
+        elif again.refuses and _refusals(again) != _refusals(written):
+            out[i] = semantic.Verdict(v.candidate, "refused", again.reason, v.score, again)
+    return out
+
+
+def _refusals(analysis: Analysis) -> set[tuple[str, str]]:
+    return {(d.kind, d.candidate) for d in analysis.refusals}

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from agent_cache import semantic
+from agent_cache._respell import respelled
 from agent_cache._settings import allow_unmet_target
 from agent_cache.cache import DEFAULT_THRESHOLD
 from agent_cache.differences import analyze
@@ -207,14 +208,17 @@ def _embed(embedder: Embedder, texts: Sequence[str], batch_size: int) -> np.ndar
 
 
 def _top_k(
-    q_vecs: np.ndarray, s_vecs: np.ndarray, k: int
+    q_vecs: np.ndarray, s_vecs: np.ndarray, k: int, also: np.ndarray | None = None
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per query row, its ``k`` nearest stored rows and their similarities, best first
-    (one matrix product per block of 1024 queries)."""
+    (one matrix product per block of 1024 queries); with ``also`` (a second vector per
+    query), the better of the two similarities."""
     tops: list[np.ndarray] = []
     sim_rows: list[np.ndarray] = []
     for start in range(0, len(q_vecs), 1024):
         block = q_vecs[start : start + 1024] @ s_vecs.T
+        if also is not None:
+            block = np.maximum(block, also[start : start + 1024] @ s_vecs.T)
         top = np.argpartition(-block, k - 1, axis=1)[:, :k]
         vals = np.take_along_axis(block, top, axis=1)
         order = np.argsort(-vals, axis=1, kind="stable")
@@ -252,7 +256,12 @@ def score_queries(
         stored = list(dict.fromkeys(p.a for p in ns_pairs))
         s_vecs = _embed(embedder, stored, batch_size)
         q_vecs = _embed(embedder, [p.b for p in ns_pairs], batch_size)
-        tops, sim_rows = _top_k(q_vecs, s_vecs, min(top_k, len(stored)))
+        # searched as the lookup searches: also with misspelled words respelled (_respell)
+        fixed = {i: t for i, p in enumerate(ns_pairs) if (t := respelled(p.b)) is not None}
+        also = q_vecs.copy()
+        if fixed:
+            also[list(fixed)] = _embed(embedder, list(fixed.values()), batch_size)
+        tops, sim_rows = _top_k(q_vecs, s_vecs, min(top_k, len(stored)), also)
         rows: Iterable[int] = range(len(ns_pairs))
         if progress is not None:
             rows = progress(rows)
