@@ -442,6 +442,7 @@ def _respelled_checked(
     refuses."""
     if respelled(query) is None:
         return verdicts
+    case = policy.case_sensitive
     out = list(verdicts)
     for i, v in enumerate(out):
         if v.outcome not in ("serve", "verify"):
@@ -449,12 +450,11 @@ def _respelled_checked(
         fixed = respelled(query, near=v.candidate.text)
         if fixed is None:
             continue  # nothing respelled toward this candidate
-        case = policy.case_sensitive
         written = analyze(query, v.candidate.text, case_sensitive=case)
         again = analyze(fixed, v.candidate.text, case_sensitive=case)
-        # the model check measured the swap on the misspelled text against the respelled
-        # cosine: not trusted then; a refusal as written that the judge explained stands
-        # explained, one the respelling brings is new
+        # a refusal as written that the model check explained: the swap was measured on
+        # the misspelled text against the respelled cosine, so not trusted; a refusal the
+        # respelling brings (one the written text did not have) is new
         checked = v.analysis is not None and any(d.kind == "model" for d in v.analysis.differences)
         if checked and written.refuses:
             out[i] = semantic.Verdict(v.candidate, "refused", written.reason, v.score, written)

@@ -120,12 +120,12 @@ def respelled(text: str, near: str = "") -> str | None:
     def fix(m: re.Match[str]) -> str:
         nonlocal changed
         word = m.group(0)
-        if any(_shortens(word, w) for w in theirs):
-            return word  # the stored question's word, or written short for one of them
-        close = sorted(_edits(word) & theirs) if theirs and _unknown(word) else []
+        if not _unknown(word) or any(_shortens(word, w) for w in theirs):
+            return word  # spelled right, the stored question's word, or short for one
+        close = sorted(_edits(word) & theirs)
         better = close[0] if close else _respelling(word)
         if better is None:
-            return m.group(0)
+            return word
         changed = True
         return better
 

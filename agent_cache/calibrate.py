@@ -258,8 +258,9 @@ def score_queries(
         q_vecs = _embed(embedder, [p.b for p in ns_pairs], batch_size)
         # searched as the lookup searches: also with misspelled words respelled (_respell)
         fixed = {i: t for i, p in enumerate(ns_pairs) if (t := respelled(p.b)) is not None}
-        also = q_vecs.copy()
+        also = None
         if fixed:
+            also = q_vecs.copy()
             also[list(fixed)] = _embed(embedder, list(fixed.values()), batch_size)
         tops, sim_rows = _top_k(q_vecs, s_vecs, min(top_k, len(stored)), also)
         rows: Iterable[int] = range(len(ns_pairs))

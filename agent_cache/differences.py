@@ -1560,6 +1560,11 @@ _AUXILIARIES = frozenset(
 )
 
 
+def _asked(toks: Sequence[_Tok]) -> list[_Tok]:
+    """The question's words: symbols and openers ("so", "ok", "please") left out."""
+    return [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+
+
 def _opener(toks: Sequence[_Tok]) -> str:
     """How the question opens: ``"polar"`` (an auxiliary first: "Is plasma ...?"), else
     its first word ("why", "how", ...), openers like "so" and "ok" skipped."""
@@ -1600,7 +1605,7 @@ def _asks_manner(toks: Sequence[_Tok]) -> bool:
     question of the way to do something, not of amount, time or length ("how much",
     "how long") nor an explanation ("How does helium change your voice?", asked as
     often as "why"); or a "what" that names the steps or the process (:data:`_PROCESS`)."""
-    words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    words = _asked(toks)
     if words and words[0].low == "what":  # "What steps do I take to ...", "What's the process"
         return any(t.low in _PROCESS for t in words[1:4])
     return (
@@ -1941,7 +1946,7 @@ def _told_frame(q: list[_Tok], c: list[_Tok]) -> bool:
     "Please let me know your return policy") against "What is / are ...?" of it; not a
     request of an embedded question ("tell me how ...", judged as that question)."""
     for one, other in ((q, c), (c, q)):
-        words = [t.low for t in other if t.kind != "sym" and t.low not in lx.OPENERS]
+        words = [t.low for t in _asked(other)]
         if words[:2] not in (["what", "is"], ["what", "are"]):
             continue
         said = [t.low for t in one if t.kind != "sym"]
@@ -2195,7 +2200,7 @@ def _infinitive(toks: list[_Tok], t: _Tok) -> bool:
     from carpet", "how *to* get ...", "to" before a word that reads only as a verb."""
     if t.low != "to":
         return False
-    i = toks.index(t)
+    i = t.pos
     before = toks[i - 1].low if i else ""
     after = toks[i + 1].low if i + 1 < len(toks) else ""
     readings = _readings(after)
@@ -2495,7 +2500,7 @@ def _duration_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]
     "how long" and "take" on one side, only "time" (or "duration") on the other, which
     opens with "what" ("What time ...?" asks the clock, not a duration)."""
     for one, other, mine, theirs in ((q, c, uq, uc), (c, q, uc, uq)):
-        words = [t for t in one if t.kind != "sym" and t.low not in lx.OPENERS]
+        words = _asked(one)
         if not words or words[0].low != "how long" or _opener(other) != "what":
             continue
         if not theirs or any(t.low not in _DURATION for t in theirs):
@@ -2531,7 +2536,7 @@ def _asks_what_to_do(toks: list[_Tok]) -> bool:
     """ "What do I need to do to renew my passport?", "What should I do to get a
     refund?": the steps to a goal, asked as "How do I ...?" is ("what" the object of a
     "do" that a "to" and the goal follow)."""
-    words = [t.low for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    words = [t.low for t in _asked(toks)]
     if words[:1] != ["what"]:
         return False
     return any(words[k : k + 2] == ["do", "to"] for k in range(2, min(len(words) - 2, 7)))
@@ -2541,7 +2546,7 @@ def _asks_for_a_way(toks: list[_Tok]) -> bool:
     """ "Is there a way to ...?", "Is there any way to ...?": a polar question whose
     answer is the way, asked as "How do I ...?" is. Not "Is it possible to ...?", which
     may ask whether a thing can happen at all ("... to get pregnant on my period")."""
-    words = [t.low for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    words = [t.low for t in _asked(toks)]
     if words[:2] != ["is", "there"]:
         return False
     rest = words[3:] if words[2:3] in (["a"], ["any"]) else words[2:]
@@ -2804,13 +2809,13 @@ def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     words and tense."""
     diffs: list[Difference] = []
     before = {id(t) for t in (*q, *c) if t.used}
-    acronyms = _match_joined(q, c) + _match_joined(c, q)
-    acronyms += _match_acronyms(q, c) + _match_acronyms(c, q)
+    spelled = _match_joined(q, c) + _match_joined(c, q)
+    spelled += _match_acronyms(q, c) + _match_acronyms(c, q)
     # frames read the words an acronym did not take ("NSAIDs" spelled out holds "anti-")
     words_q, words_c = ([t.low for t in side if not t.used or id(t) in before] for side in (q, c))
     for kind, q_words, c_words in frame_differences(words_q, words_c):
         diffs.append(_diff(kind, q_words, c_words))
-    diffs += acronyms
+    diffs += spelled
     diffs += _compare_numbers(q, c)
     tq, tc = _temporal(q), _temporal(c)
     if tq != tc:
