@@ -208,7 +208,12 @@ def _recommends(words: Sequence[str], i: int) -> bool:
     if i < 1 or i + 1 >= len(words) or words[i + 1] not in _AGENTS | _GENERIC:
         return False
     before = words[i - 1]
-    if before == "when" or (before in _MEASURES and i >= 2 and words[i - 2] == "how"):
+    if before == "when" or (
+        # "how" or its phrase read as one word ("how long" holds "long" after it)
+        before in _MEASURES
+        and i >= 2
+        and (words[i - 2] == "how" or words[i - 2].startswith("how "))
+    ):
         return True
     # "How much ibuprofen should an adult take?", "How many hours of sleep should I get?"
     for j in range(max(0, i - 7), i - 1):

@@ -790,11 +790,20 @@ _NOT_A_RATE = _TEMPORAL_PREP | frozenset(
 )
 
 
+_SHORT_TIME_UNITS = {"h": "hour", "day": "day", "week": "week", "month": "month", "year": "year"}
+
+
+def _time_unit(word: str) -> str:
+    """The time unit a word names, written out or short ("yrs", "wk", "hr", "mo"):
+    "year", "week", "hour", "month"; otherwise the word's singular."""
+    return _SHORT_TIME_UNITS.get(lx.UNITS.get(word, ""), "") or _singular(word)
+
+
 def _per_unit(toks: list[_Tok], i: int) -> bool:
-    """ "per day", "each week", "every month", "twice a year" (not "in a day"): a rate,
-    the same as "daily", "weekly", "monthly", "yearly"."""
+    """ "per day", "each week", "every month", "twice a year" (not "in a day"), "per yr":
+    a rate, the same as "daily", "weekly", "monthly", "yearly"."""
     low = toks[i].low
-    if low not in _EVERY or i + 1 >= len(toks) or _singular(toks[i + 1].low) not in _PER_UNIT:
+    if low not in _EVERY or i + 1 >= len(toks) or _time_unit(toks[i + 1].low) not in _PER_UNIT:
         return False
     return low not in ("a", "an") or (i > 0 and toks[i - 1].low not in _NOT_A_RATE)
 
@@ -805,13 +814,13 @@ def _read_temporal(toks: list[_Tok]) -> None:
         prev = toks[i - 1].low if i else ""
         nxt = toks[i + 1] if i + 1 < len(toks) else None
         if low in lx.RELATIVE_TIME and nxt is not None:
-            unit = _singular(nxt.low)
+            unit = _time_unit(nxt.low)
             if unit in lx.TIME_UNITS:
                 tok.temporal = f"{low}:{unit}"
                 nxt.used = True
                 continue
         if nxt is not None and _per_unit(toks, i):
-            nxt.temporal = _PER_UNIT[_singular(nxt.low)]  # "per day" is "daily"
+            nxt.temporal = _PER_UNIT[_time_unit(nxt.low)]  # "per day" is "daily"
             tok.used = True
             continue
         if tok.used:
@@ -2155,10 +2164,10 @@ def _says_nothing(head: list[_Tok]) -> bool:
 
 
 def _function_words(left: list[_Tok]) -> Counter[str]:
-    """The left-over function words, articles aside; numbers were compared by value
-    ("a quarter cup" / "1/4 cup" say one number)."""
+    """The left-over function words, articles aside; numbers and times were compared by
+    value ("a quarter cup" / "1/4 cup" say one number, "per yr" / "per year" one rate)."""
     return Counter(
-        _agreed(t.low)
+        t.temporal or _agreed(t.low)
         for t in left
         if not t.content and t.low not in _ARTICLES and t.number is None
     )

@@ -202,8 +202,8 @@ for _canon, _forms in {
     "min": "min mins minute minutes",
     "h": "h hr hrs hour hours",
     "day": "day days",
-    "week": "week weeks",
-    "month": "month months",
+    "week": "wk wks week weeks",
+    "month": "mo mos mth mths month months",
     "year": "yr yrs year years",
     "b": "byte bytes",
     "kb": "kb kilobyte kilobytes",
@@ -582,8 +582,13 @@ begin|onset
 illness|disease|sickness
 medicine|medication|drug|meds
 lose weight|slim down|shed pounds
-how long|how many days|how many hours|how many minutes|how many weeks|how much time
-how long|how many months|how many years|how many seconds
+how long|how much time|how many seconds|how many secs
+how long|how much time|how many minutes|how many mins
+how long|how much time|how many hours|how many hrs
+how long|how much time|how many days
+how long|how much time|how many weeks|how many wks
+how long|how much time|how many months|how many mos
+how long|how much time|how many years|how many yrs
 how far|distance|how far away
 """.strip().splitlines()
 )
