@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from agent_cache import lexicon as lx
 
-__all__ = ["QUANTIFIERS", "frame_differences"]
+__all__ = ["ONCE_SUBJECTS", "QUANTIFIERS", "frame_differences"]
 
 _MODAL_PHRASES: dict[tuple[str, ...], str] = {
     ("have", "to"): "obligation",
@@ -91,7 +91,12 @@ _RELATIONS = {
     "till": "until",
     "since": "since",
     "within": "within",
+    "once": "after",  # "once it has shipped": a conjunction (see _relations)
 }
+# after "once", a subject makes it a conjunction ("once *it* ships"), not a count
+ONCE_SUBJECTS = frozenset(
+    "i you he she it we they my your his her its our their the this that".split()
+)
 _DETERMINERS = frozenset({"the", "a", "an", "my", "your", "our", "their", "his", "her", "this"})
 
 _SCOPE = {
@@ -271,6 +276,8 @@ def _relations(words: Sequence[str]) -> set[str]:
             continue
         if w == "following" and i and words[i - 1] in ("the", "a"):
             continue  # "the following steps"
+        if w == "once" and not (i + 1 < len(words) and words[i + 1] in ONCE_SUBJECTS):
+            continue  # "once a day": a count
         if w == "since" and i + 1 < len(words) and words[i + 1] in ("i", "we", "you", "it"):
             continue  # "since I moved" is often causal: leave it to the similarity
         out.add(rel)

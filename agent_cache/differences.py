@@ -57,7 +57,7 @@ from typing import Any
 
 from agent_cache import _moves
 from agent_cache import lexicon as lx
-from agent_cache._frames import QUANTIFIERS, frame_differences
+from agent_cache._frames import ONCE_SUBJECTS, QUANTIFIERS, frame_differences
 
 __all__ = ["REASONS", "Analysis", "Difference", "analyze", "shared_ends"]
 
@@ -713,6 +713,8 @@ def _num(value: float) -> str:
 def _read_numbers(toks: list[_Tok]) -> None:
     """Attach units (``5 kg``, ``$50``); fold ``twenty five`` and ``3 million``."""
     for i, tok in enumerate(toks):
+        if tok.low == "once" and i + 1 < len(toks) and toks[i + 1].low in ONCE_SUBJECTS:
+            tok.number = None  # "once it has shipped": when, not one time (a relation)
         if tok.number is None:
             continue
         nxt = toks[i + 1] if i + 1 < len(toks) else None
@@ -1519,13 +1521,39 @@ def _negations(toks: Sequence[_Tok]) -> int:
     return sum(1 for t in toks if t.low in lx.NEGATIONS)
 
 
+_SUBJECT_DETERMINERS = frozenset("my your his her its our their the this that these those".split())
+
+
+def _negation_head(toks: Sequence[_Tok], i: int) -> _Tok | None:
+    """The word the negation at ``i`` bears on: the first content word after it, or in
+    a question that puts the subject after the auxiliary ("Why won't *my laptop* turn
+    on?") the last word of the run of content words after the subject's determiner."""
+    head = next((u for u in toks[i + 1 : i + 5] if u.content), None)
+    inverted = (
+        i >= 1
+        and toks[i - 1].low in _AUXILIARIES
+        and (i == 1 or toks[i - 1].after_mark or toks[i - 2].low in lx.QUESTION_WORDS)
+        and i + 1 < len(toks)
+        and toks[i + 1].low in _SUBJECT_DETERMINERS
+    )
+    if inverted:
+        run: list[_Tok] = []
+        for u in toks[i + 2 :]:
+            if not u.content or u.after_mark:
+                break
+            run.append(u)
+        if len(run) >= 2:
+            return run[-1]
+    return head
+
+
 def _negated(toks: Sequence[_Tok], key: dict[int, int]) -> Counter[int]:
-    """The aligned words each negation bears on: the first content word after it."""
+    """The aligned words each negation bears on (:func:`_negation_head`)."""
     out: Counter[int] = Counter()
     for i, t in enumerate(toks):
         if t.low not in lx.NEGATIONS:
             continue
-        head = next((u for u in toks[i + 1 : i + 5] if u.content), None)
+        head = _negation_head(toks, i)
         if head is not None and head.pos in key:
             out[key[head.pos]] += 1
     return out
@@ -1896,6 +1924,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
     frame = _asked_frame(q, c, uq, uc)  # "How tall is X?" / "What is the height of X?"
+    if frame is None:  # "Do you offer X?" / "Is there X?"
+        frame = _offered_frame(q, c, uq, uc)
     if frame is not None:
         diffs.append(frame)
         uq, uc = [], []
@@ -2472,6 +2502,45 @@ def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -
     if _duration_frame(q, c, uq, uc):
         return Difference("frame", "how long … take", "… time", False)
     return _attribute_frame(q, c, uq, uc)
+
+
+# "Do you *offer* X?": a verb that asks whether a thing is to be had from the one asked
+_OFFER_VERBS = frozenset("have offer provide carry sell".split())
+_OFFERED_BY = frozenset({"you", "u", "y'all"})
+
+
+def _offer_words(toks: Sequence[_Tok]) -> tuple[str, list[_Tok]] | None:
+    """How a question asks whether a thing is to be had, and the frame's content words;
+    None when it does not ask that: "Is there X?" / "Are there any X (available)?",
+    "Do you have / offer / provide X?" (the verb), "Is X available?"."""
+    words = _asked(toks)
+    lows = [t.low for t in words]
+    available = [words[-1]] if lows[-1:] == ["available"] else []
+    if lows[:2] in (["is", "there"], ["are", "there"]):
+        return "there", available
+    if len(lows) >= 3 and lows[0] in ("do", "does") and lows[1] in _OFFERED_BY:
+        verb = words[2]
+        if verb.lemmas & _OFFER_VERBS or verb.low in _OFFER_VERBS:
+            return f"do {verb.low}", [verb] if verb.content else []
+    if lows[:1] in (["is"], ["are"]) and available:
+        return "available", available
+    return None
+
+
+def _offered_frame(
+    q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]
+) -> Difference | None:
+    """Both sides ask whether one thing is to be had, in two frames, and the words left
+    over are only the frames': "Do you offer student discounts?" / "Is there a student
+    discount?", "Is a free trial available?" / "Do you have a free trial?"."""
+    fq, fc = _offer_words(q), _offer_words(c)
+    if fq is None or fc is None or fq[0] == fc[0]:
+        return None
+    if {id(t) for t in uq} != {id(t) for t in fq[1]} or {id(t) for t in uc} != {
+        id(t) for t in fc[1]
+    }:
+        return None  # another word differs: judged as it is
+    return Difference("frame", fq[0], fc[0], False)
 
 
 _RECOMMENDED = frozenset("recommended suggested advised advisable ideal optimal".split())
