@@ -60,6 +60,9 @@ _MODALS = {
     "mustn't": "obligation",
     "needn't": "obligation",
     "mandatory": "obligation",
+    "compulsory": "obligation",
+    "required": "obligation",  # "What documents are required for ...?": what I need
+    "necessary": "obligation",
     "should": "advice",
     "shouldn't": "advice",
     "shall": "advice",
@@ -71,7 +74,7 @@ _MODALS = {
 # a question with no modal matches these classes (procedure, plain future, and the
 # value a wh-question asks to be recommended: "How often should I rotate my tires?" is
 # "How often do I rotate my tires?" and "the recommended frequency for tire rotation")
-_UNMARKED_OK = frozenset({"ability", "prediction", "recommendation"})
+_UNMARKED_OK = frozenset({"ability", "prediction", "recommendation", "intent"})
 
 _RELATIONS = {
     "before": "before",
@@ -154,6 +157,19 @@ def _wrapper(words: Sequence[str], i: int) -> bool:
         return False
     j += 2 if words[j] in ("find", "figure") and j + 1 < len(words) and words[j + 1] == "out" else 1
     return j < len(words) and words[j] in _EMBEDDED
+
+
+def _intent(words: Sequence[str], i: int) -> bool:
+    """ "I need to cancel my order", "We have to renew our lease": a sentence-initial "I"
+    or "we" (after an opener at most) saying what they are to do asks how to, as "How do
+    I ...?" does (a question with no modal), not whether they must ("Do I need to ...?")
+    nor whether they can ("Can I ...?")."""
+    return (
+        words[i] in ("need", "have")
+        and i >= 1
+        and words[i - 1] in ("i", "we")
+        and (i == 1 or words[i - 2] in lx.OPENERS)
+    )
 
 
 # A question of means: "How can I lose weight?", "How should I lose weight?", "What
@@ -241,7 +257,13 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
         if pair in _MODAL_PHRASES:
             if _wrapper(words, i) or _means_phrase(words, i):
                 continue
+            if _intent(words, i):  # "I need to cancel my order": how, not whether
+                out.add("intent")
+                continue
             out.add(_MODAL_PHRASES[pair])
+        elif w in ("need", "needs") and i >= 2 and words[i - 2] in ("do", "does", "did"):
+            if words[i - 1] in _AGENTS:  # "Do I need a visa?": what is required
+                out.add("obligation")
         elif w in _MODALS:
             if _plan(words, i):
                 out.add("plan")
