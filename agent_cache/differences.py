@@ -1924,8 +1924,6 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
     frame = _asked_frame(q, c, uq, uc)  # "How tall is X?" / "What is the height of X?"
-    if frame is None:  # "Do you offer X?" / "Is there X?"
-        frame = _offered_frame(q, c, uq, uc)
     if frame is not None:
         diffs.append(frame)
         uq, uc = [], []
@@ -2498,10 +2496,16 @@ def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -
 def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> Difference | None:
     """The one question asked in two frames, when the words left over are only the
     frames': a duration ("How long does it take to ..." / "What's the ... time") or an
-    attribute ("How tall is ..." / "What is the height of ...")."""
+    attribute ("How tall is ..." / "What is the height of ..."), whether a thing is to be
+    had ("Do you offer X?" / "Is there X?"), a comparison ("X vs Y" / "the difference
+    between X and Y")."""
     if _duration_frame(q, c, uq, uc):
         return Difference("frame", "how long … take", "… time", False)
-    return _attribute_frame(q, c, uq, uc)
+    return (
+        _attribute_frame(q, c, uq, uc)
+        or _offered_frame(q, c, uq, uc)
+        or _compared_frame(q, c, uq, uc)
+    )
 
 
 # "Do you *offer* X?": a verb that asks whether a thing is to be had from the one asked
@@ -2541,6 +2545,30 @@ def _offered_frame(
     }:
         return None  # another word differs: judged as it is
     return Difference("frame", fq[0], fc[0], False)
+
+
+_VERSUS = frozenset({"vs", "versus"})
+# what "X vs Y" asks, said in words: how the two differ or compare (not which is better)
+_COMPARED = frozenset("difference differences differ compare comparison".split())
+
+
+def _compared_frame(
+    q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]
+) -> Difference | None:
+    """One side sets two things against each other with "vs" / "versus", the other asks
+    how they differ or compare, and nothing else is left over: "Roth IRA vs traditional
+    IRA" / "What's the difference between a Roth IRA and a traditional IRA?"."""
+    for one, other, mine, theirs in ((q, c, uq, uc), (c, q, uc, uq)):
+        if mine or not theirs or not any(t.low in _VERSUS for t in one):
+            continue
+        if any(t.low in _VERSUS for t in other):
+            continue
+        if all((t.lemmas | {t.low}) & _COMPARED for t in theirs):
+            shown = " ".join(t.text for t in theirs)
+            return Difference(
+                "frame", "vs" if one is q else shown, shown if one is q else "vs", False
+            )
+    return None
 
 
 _RECOMMENDED = frozenset("recommended suggested advised advisable ideal optimal".split())
