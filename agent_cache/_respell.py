@@ -21,7 +21,7 @@ import math
 import re
 import string
 
-from agent_cache.differences import _Dictionary
+from agent_cache.differences import _BARE_NOT, _TEXTING, _Dictionary
 
 __all__ = ["MAX_CHARS", "respelled"]
 
@@ -106,6 +106,20 @@ def _shortens(word: str, other: str) -> bool:
     return all(ch in rest for ch in word[1:])
 
 
+def _written_so(word: str) -> bool:
+    """A form the analysis reads as written: chat shorthand ("ur", "tmrw") or a "n't"
+    typed without its apostrophe ("doesnt", "isnt")."""
+    return word in _TEXTING or (word.endswith("nt") and word[:-2] in _BARE_NOT)
+
+
+def _initials_in(word: str, near: str) -> bool:
+    """``word`` spelled by the initials of consecutive words of ``near`` (small words
+    left out): "pto" in "... paid time off ...", "eta" in "estimated time of arrival"."""
+    initials = "".join(w[0] for w in re.findall(r"[A-Za-z]+", near.lower()) if len(w) > 3)
+    full = "".join(w[0] for w in re.findall(r"[A-Za-z]+", near.lower()))
+    return len(word) >= 3 and (word in initials or word in full)
+
+
 def respelled(text: str, near: str = "") -> str | None:
     """``text`` with its misspelled lower-case words respelled; None when none is (or the
     text is longer than :data:`MAX_CHARS`). With ``near`` (the stored question it is
@@ -122,6 +136,8 @@ def respelled(text: str, near: str = "") -> str | None:
         word = m.group(0)
         if not _unknown(word) or any(_shortens(word, w) for w in theirs):
             return word  # spelled right, the stored question's word, or short for one
+        if _written_so(word) or (near and _initials_in(word, near)):
+            return word  # shorthand, or an acronym of the stored question's words
         close = sorted(_edits(word) & theirs)
         better = close[0] if close else _respelling(word)
         if better is None:

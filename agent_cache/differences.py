@@ -126,6 +126,28 @@ _CONTRACTIONS = {
     "thats": ("that", "is"),
     "theres": ("there", "is"),
 }
+# chat shorthand, read only as written in lower case ("can u help", "is ur store open",
+# "refund b4 it ships"): capitalized, "Ur" and "BC" are names
+_TEXTING = {
+    "u": ("you",),
+    "ur": ("your",),
+    "im": ("i", "am"),
+    "pls": ("please",),
+    "plz": ("please",),
+    "thx": ("thanks",),
+    "b4": ("before",),
+    "abt": ("about",),
+    "ppl": ("people",),
+    "cuz": ("because",),
+    "coz": ("because",),
+    "tmrw": ("tomorrow",),
+    "tmr": ("tomorrow",),
+    "2day": ("today",),
+}
+# auxiliaries whose "n't" is typed without the apostrophe: "dont", "doesnt", "isnt"
+_BARE_NOT = frozenset(
+    "do does did is are was were have has had should would could must need".split()
+)
 _S_IS = frozenset(
     {
         "what",
@@ -546,6 +568,10 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
         return [(w, w) for w in _CONTRACTIONS[low]]
     if low in _OPERATORS:
         return [(w, w) for w in _OPERATORS[low]]
+    if raw.islower() and low in _TEXTING:
+        return [(w, w) for w in _TEXTING[low]]
+    if raw.islower() and low.endswith("nt") and low[:-2] in _BARE_NOT:
+        return [(raw[:-2], low[:-2]), ("not", "not")]
     if low.endswith("n't") and len(low) > 3:
         return [(raw[:-3], low[:-3]), ("not", "not")]
     for suffix, full in (
@@ -1090,6 +1116,8 @@ def _matches(x: _Tok, y: _Tok, how: str) -> bool:
     if how == "same":
         if _dated_short(x, y) or _dated_short(y, x):
             return True
+        if x.temporal is not None and x.temporal == y.temporal:  # "Sat" / "Saturday"
+            return True
         if (x.entity or x.acronym) and (y.entity or y.acronym):  # "IIT" / "IITs"
             return _singular(x.low) == _singular(y.low)
         return bool(x.lemmas & y.lemmas)
@@ -1161,7 +1189,8 @@ def _dated_short(short: _Tok, long_: _Tok) -> bool:
 def _marked_short(short: _Tok, long_: _Tok) -> bool:
     """A word its writer marked as short ("St.", "Dr.", "Mt.") for a dictionary word that
     starts and ends with its first and last letters and holds the others in order: "Main
-    *St.*" / "Main *Street*", "*Dr.* Smith" / "*Doctor* Smith"."""
+    *St.*" / "Main *Street*", "*Dr.* Smith" / "*Doctor* Smith". ("int'l" is left alone:
+    "international" or "internal", a shortening by apostrophe names no one word.)"""
     if not short.dotted or not long_.low.isalpha() or len(long_.low) < len(short.low) + 2:
         return False
     if short.low[0] != long_.low[0] or short.low[-1] != long_.low[-1]:
@@ -1318,12 +1347,12 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
     found: list[Difference] = []
     other_lows = {t.low for t in other if not t.used}
     for tok in side:
-        if tok.used or not (tok.entity and 2 <= len(tok.low) <= 6 and tok.low.isalnum()):
+        if tok.used or not (2 <= len(tok.low) <= 6 and tok.low.isalnum()):
             continue
-        if tok.low in other_lows:
+        if tok.low in other_lows or not (tok.entity or _lower_acronym(tok)):
             continue
         run = _spelled_by_initials(tok.low, other) or _camel_cased(tok.low, other)
-        if not run:
+        if not run and tok.entity:
             own = frozenset(t.low for t in side)  # a word both sides hold spells nothing
             run = next(
                 (r for k in range(len(other)) if (r := _spelled_within(tok.low, other[k:], own))),
@@ -1335,6 +1364,25 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             tok.used, tok.temporal = True, None  # "APR" spelled out is not April
             found.append(Difference("acronym", tok.text, " ".join(t.text for t in run), False))
     return found
+
+
+#: A word at most this frequent in the dictionary (per its counts) may be an acronym
+#: typed in lower case ("asap" 175, "eta" 1,212; "car" 446,851, "tap" 22,040).
+_RARE_AS_WORD = 5_000
+
+
+def _lower_acronym(tok: _Tok) -> bool:
+    """An acronym typed in lower case ("eta", "pto", "wfh", "asap"): three letters or
+    more, a rare word or none; it stands for a run only when that run's initials spell
+    it (never by later letters: :func:`_spelled_within` is for capitals)."""
+    return (
+        tok.kind == "word"
+        and tok.text.islower()
+        and len(tok.low) >= 3
+        and tok.low.isalpha()
+        and tok.low not in lx.FUNCTION_WORDS
+        and _Dictionary.frequency(tok.low) <= _RARE_AS_WORD
+    )
 
 
 def _spelled_by_initials(target: str, other: list[_Tok]) -> list[_Tok]:
