@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from agent_cache import lexicon as lx
 
-__all__ = ["ONCE_SUBJECTS", "QUANTIFIERS", "frame_differences"]
+__all__ = ["MODAL_PREDICATES", "ONCE_SUBJECTS", "QUANTIFIERS", "frame_differences"]
 
 _MODAL_PHRASES: dict[tuple[str, ...], str] = {
     ("have", "to"): "obligation",
@@ -63,6 +63,10 @@ _MODALS = {
     "compulsory": "obligation",
     "required": "obligation",  # "What documents are required for ...?": what I need
     "necessary": "obligation",
+    "allowed": "ability",  # "Is smoking allowed on the balcony?": whether one can
+    "permitted": "ability",
+    "possible": "ability",  # "Is a visa extension possible?"
+    "available": "ability",  # "Is reimbursement available?": whether one can get it
     "should": "advice",
     "shouldn't": "advice",
     "shall": "advice",
@@ -71,6 +75,11 @@ _MODALS = {
     "won't": "prediction",
     "wouldn't": "prediction",
 }
+#: The modal words that are adjectives or participles ("allowed", "required"): content
+#: words to the aligner, the frame's to the reader.
+MODAL_PREDICATES = frozenset(
+    "allowed permitted possible available required necessary mandatory compulsory".split()
+)
 # a question with no modal matches these classes (procedure, plain future, and the
 # value a wh-question asks to be recommended: "How often should I rotate my tires?" is
 # "How often do I rotate my tires?" and "the recommended frequency for tire rotation")

@@ -57,7 +57,7 @@ from typing import Any
 
 from agent_cache import _moves
 from agent_cache import lexicon as lx
-from agent_cache._frames import ONCE_SUBJECTS, QUANTIFIERS, frame_differences
+from agent_cache._frames import MODAL_PREDICATES, ONCE_SUBJECTS, QUANTIFIERS, frame_differences
 
 __all__ = ["REASONS", "Analysis", "Difference", "analyze", "shared_ends"]
 
@@ -1333,8 +1333,14 @@ def _match_joined(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
 
 def _same_letters(x: _Tok, y: _Tok) -> bool:
     """``x`` written with dots that ``y`` leaves out, the same letters otherwise: "U.S." /
-    "US", "Node.js" / "NodeJS". A lower-case function word is not an acronym ("us")."""
-    if x.used or y.used or "." not in x.low or "." in y.low or x.kind != "word":
+    "US", "Node.js" / "NodeJS"; or a name with a digit written with a hyphen ``y``
+    leaves out: "W-2" / "W2", "COVID-19" / "COVID19". A lower-case function word is not
+    an acronym ("us")."""
+    if x.used or y.used:
+        return False
+    if x.kind == "ident" and y.kind == "ident" and "-" in x.low and "-" not in y.low:
+        return x.low.replace("-", "") == y.low
+    if "." not in x.low or "." in y.low or x.kind != "word":
         return False
     if y.low in lx.FUNCTION_WORDS and y.text.islower():
         return False
@@ -2419,7 +2425,21 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
     return Difference("order", shown_q, shown_c, True)
 
 
-_NOMINAL = ("ing", "tion", "sion", "ment", "ance", "ence", "al", "ure", "age", "ity", "ness")
+_NOMINAL = (
+    "ing",
+    "tion",
+    "sion",
+    "ment",
+    "ance",
+    "ence",
+    "al",
+    "ure",
+    "age",
+    "ity",
+    "ness",
+    "able",
+    "ible",
+)
 
 
 def _nominalized(x: _Tok, y: _Tok) -> bool:
@@ -2525,6 +2545,8 @@ def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -
     "What is the calculation of tax?". A verb on the "how" side matched to its noun
     (-tion, -ment, -al, ...) on a side that opens with "what"/"which" or with no
     question word ("email validation in JavaScript")."""
+    if _opener(q) == _opener(c) == "polar":
+        return _polar_nominalized(q, c, pairs)
     for one, other, flip in ((q, c, False), (c, q, True)):
         if _opener(one) != "how" or _opener(other) in ("how", "polar", *lx.QUESTION_WORDS):
             continue
@@ -2541,6 +2563,35 @@ def _nominalization_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -
     return False
 
 
+_NOUN_ENDINGS = tuple(e for e in _NOMINAL if e not in ("able", "ible", "al"))
+_POTENTIAL = frozenset("can could may possible able available".split())
+
+
+def _potential(toks: list[_Tok]) -> bool:
+    """The question asks whether a thing can be done: a modal of ability, "possible",
+    or a word in -able / -ible ("transferable", "refundable")."""
+    return any(t.low in _POTENTIAL or t.low.endswith(("able", "ible")) for t in toks)
+
+
+def _polar_nominalized(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
+    """Two yes/no questions, one with a verb, the other with its noun or its -able word,
+    both asking whether it can be done or neither: "Can my visa be extended?" / "Is a
+    visa extension possible?", "Is my ticket transferable?" / "Can I transfer my
+    ticket?"; or one asks whether it can be done and the other names the act as a noun
+    ("Can I cancel for free?" / "Is cancellation free?"). "Is the deposit refundable?" /
+    "Was the deposit refunded?" is no frame: one asks whether it can be, the other
+    whether it was."""
+    pq, pc = _potential(q), _potential(c)
+    for i, j in pairs.items():
+        x, y = q[i], c[j]
+        if not _nominalized(x, y):
+            continue
+        plain = x if pc and not pq else y if pq and not pc else None
+        if plain is None or (plain.low.endswith(_NOUN_ENDINGS) and "NOUN" in _readings(plain.low)):
+            return True
+    return False
+
+
 def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> Difference | None:
     """The one question asked in two frames, when the words left over are only the
     frames': a duration ("How long does it take to ..." / "What's the ... time") or an
@@ -2553,7 +2604,24 @@ def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -
         _attribute_frame(q, c, uq, uc)
         or _offered_frame(q, c, uq, uc)
         or _compared_frame(q, c, uq, uc)
+        or _modal_frame(q, c, uq, uc)
     )
+
+
+def _modal_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> Difference | None:
+    """The words left over are only modal predicates ("allowed", "possible", "required")
+    and the two questions ask in one modality: "Is smoking allowed on the balcony?" /
+    "Can I smoke on the balcony?", "What documents are required for ...?" / "What
+    documents do I need ...?". "Is a refund possible?" / "Is a refund required?" differ
+    in their modality, refused by the frames before this is asked."""
+    left = uq + uc
+    if not left or any(t.low not in MODAL_PREDICATES for t in left):
+        return None
+    words = ([t.low for t in side if not t.used] for side in (q, c))
+    if any(kind == "modality" for kind, _, _ in frame_differences(*words)):
+        return None
+    shown = " ".join(t.text for t in left)
+    return Difference("frame", shown, "(modality)", False)
 
 
 # "Do you *offer* X?": a verb that asks whether a thing is to be had from the one asked

@@ -93,3 +93,27 @@ def test_shorthand_hits_and_another_question_misses() -> None:
         for i, (query, stored) in enumerate(DIFFERENT + MISSED):
             cache.store(stored, f"other {i}", context=f"d{i}")
             assert cache.lookup(query, context=f"d{i}") is None, (query, stored)
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [
+        ("How do I file a W-2?", "How do I file a W2?"),
+        ("Is GPT4 free to use?", "Is GPT-4 free to use?"),
+        ("What are the COVID19 symptoms?", "What are the COVID-19 symptoms?"),
+    ],
+)
+def test_a_name_with_a_digit_is_one_name_with_or_without_its_hyphen(
+    query: str, stored: str
+) -> None:
+    """ "W-2" / "W2" (0.92) was refused as two names."""
+    analysis = analyze(query, stored)
+    assert not analysis.refuses, analysis
+
+
+@pytest.mark.parametrize(
+    ("query", "stored"),
+    [("How do I file a W-2?", "How do I file a W4?"), ("Is GPT4 free?", "Is GPT-3 free?")],
+)
+def test_another_name_with_a_digit_refuses(query: str, stored: str) -> None:
+    assert analyze(query, stored).refuses
