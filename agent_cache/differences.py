@@ -2392,10 +2392,75 @@ def _meaningful(t: _Tok) -> bool:
     return t.content or t.number is not None or t.temporal is not None or t.low in _PERSON
 
 
+_HAVE_VERBS = frozenset("have has offer offers provide provides".split())
+_AT = frozenset("at in on inside".split())
+_NOUN_PHRASE_OPENERS = _SUBJECT_DETERMINERS | frozenset("a an any some".split())
+
+
+def _phrase_head(toks: Sequence[_Tok], i: int) -> int | None:
+    """The last word of the run of content words from ``i`` on, determiners skipped:
+    "a heated *pool*", "free *wifi*"; None when no content word starts there."""
+    while i < len(toks) and toks[i].low in _NOUN_PHRASE_OPENERS:
+        i += 1
+    head = None
+    stop = MODAL_PREDICATES | _HAVE_VERBS
+    while i < len(toks) and toks[i].content and toks[i].low not in stop:
+        head, i = i, i + 1
+    return head
+
+
+def _possession(toks: Sequence[_Tok]) -> tuple[str, int, int] | None:
+    """(frame, owner, thing) for a question that asks whether a place has a thing:
+    "Does *the hotel* have *parking*?" ("have"), "Is there *parking* at *the hotel*?",
+    "Is *parking* available at *the hotel*?" ("at"); None for any other question."""
+    words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    low = [t.low for t in words]
+    if low[:1] in (["does"], ["do"], ["did"]):
+        h = next((k for k in range(2, len(low)) if low[k] in _HAVE_VERBS), None)
+        owner = _phrase_head(words, 1)
+        thing = _phrase_head(words, h + 1) if h is not None else None
+        if owner is not None and thing is not None and owner + 1 == h:
+            return "have", words[owner].pos, words[thing].pos
+        return None
+    if low[:1] not in (["is"], ["are"]):
+        return None
+    start = 2 if low[1:2] == ["there"] else 1
+    thing = _phrase_head(words, start)
+    if thing is None:
+        return None
+    k = thing + 1 + (low[thing + 1 : thing + 2] == ["available"])
+    if k < len(low) and low[k] in _AT and (start == 2 or low[k - 1] == "available"):
+        owner = _phrase_head(words, k + 1)
+        if owner is not None:
+            return "at", words[owner].pos, words[thing].pos
+    return None
+
+
+def _possession_turned(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> str:
+    """ "Does the hotel have parking?" / "Is there parking at the hotel?": the owner and
+    the thing trade places between the two frames, so their crossing says nothing
+    (``"same"``); "Does the gym have a pool?" / "Is there a gym at the pool?" keeps the
+    words in order but swaps their roles (``"swapped"``); ``""`` otherwise."""
+    pq, pc = _possession(q), _possession(c)
+    if pq is None or pc is None or pq[0] == pc[0]:
+        return ""
+    owner, thing = pairs.get(pq[1]), pairs.get(pq[2])
+    if (owner, thing) == pc[1:]:
+        return "same"
+    if (thing, owner) == pc[1:]:
+        return "swapped"
+    return ""
+
+
 def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference | None:
     """Words that crossed (:mod:`agent_cache._moves`): a refusal (``order``) unless a
-    moved clause or phrase, a passive voice or a symmetric connector ("X or Y")
-    explains it."""
+    moved clause or phrase, a passive voice, a symmetric connector ("X or Y") or a
+    place's thing asked in two frames explains it."""
+    turned = _possession_turned(q, c, pairs)
+    if turned == "swapped":
+        return Difference("order", "… have …", "… at …", True)
+    if turned == "same":
+        return None
     form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
