@@ -63,6 +63,9 @@ _MODALS = {
     "compulsory": "obligation",
     "required": "obligation",  # "What documents are required for ...?": what I need
     "necessary": "obligation",
+    "deadline": "obligation",  # "the deadline for filing" is when one must file
+    "deadlines": "obligation",
+    "due": "obligation",  # "When is my rent due?", "the due date"; not "due to"
     "allowed": "ability",  # "Is smoking allowed on the balcony?": whether one can
     "permitted": "ability",
     "possible": "ability",  # "Is a visa extension possible?"
@@ -75,10 +78,11 @@ _MODALS = {
     "won't": "prediction",
     "wouldn't": "prediction",
 }
-#: The modal words that are adjectives or participles ("allowed", "required"): content
-#: words to the aligner, the frame's to the reader.
+#: The modal words that are adjectives, participles or nouns ("allowed", "required",
+#: "deadline"): content words to the aligner, the frame's to the reader.
 MODAL_PREDICATES = frozenset(
-    "allowed permitted possible available required necessary mandatory compulsory".split()
+    "allowed permitted possible available required necessary mandatory compulsory deadline "
+    "deadlines due".split()
 )
 # a question with no modal matches these classes (procedure, plain future, and the
 # value a wh-question asks to be recommended: "How often should I rotate my tires?" is
@@ -282,6 +286,8 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
             if _MODALS[w] == "advice" and not w.endswith("n't") and _recommends(words, i):
                 out.add("recommendation")
                 continue
+            if w == "due" and words[i + 1 : i + 2] == ["to"]:
+                continue  # "due to the holiday": because of
             # "will" as a noun ("a will", "my will") is not a modal
             if w == "will" and i and words[i - 1] in ("a", "my", "the", "your", "his", "her"):
                 continue

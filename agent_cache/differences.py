@@ -2388,7 +2388,11 @@ def _opens_phrase(t: _Tok) -> bool:
 
 
 def _meaningful(t: _Tok) -> bool:
-    """A word whose place matters: a content word, a number, a time or a person."""
+    """A word whose place matters: a content word, a number, a time or a person; not a
+    modal predicate, read by the frames wherever it stands ("the *due* date for my
+    payment" / "When is my payment *due*?")."""
+    if t.low in MODAL_PREDICATES:
+        return False
     return t.content or t.number is not None or t.temporal is not None or t.low in _PERSON
 
 

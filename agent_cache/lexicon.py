@@ -572,6 +572,7 @@ happen|occur
 need|require|must
 can|may|could|able to
 allowed|permitted|allowed to|permitted to
+because of|due to|owing to
 quit|stop
 near|close to|nearby
 simple|easy|straightforward
