@@ -2848,8 +2848,9 @@ def _genitive_turned(
     sides: tuple[tuple[_moves.Side, list[_Tok]], ...], pair: tuple[str, str]
 ) -> bool:
     """ "the *cost of shipping*" / "*shipping* to Canada *cost*", "the *price of* gas" /
-    "*gas prices*": on one side a word and, after an "of" (for, from), the other; on the
-    other side the other first."""
+    "*gas prices*", "the *cost to* deliver a *package*" / "the *package* delivery *cost*":
+    on one side a word and, after an "of" (for, from, a "to" before a verb), the other;
+    on the other side the other first."""
     for (side, kept), (other, _) in (sides, sides[::-1]):
         at = {k: i for i, k in enumerate(side.keys) if k in pair}
         there = {k: i for i, k in enumerate(other.keys) if k in pair}
@@ -2858,7 +2859,10 @@ def _genitive_turned(
         head = min(at, key=at.__getitem__)
         i, j = at[head], max(at.values())
         within = 2 <= j - i <= 5 and not any(side.marks[i + 1 : j + 1])  # one phrase
-        if within and kept[i + 1].low in _OF_LIKE and there[head] > min(there.values()):
+        of_like = kept[i + 1].low in _OF_LIKE or (
+            kept[i + 1].low == "to" and _readings(kept[i + 2].low) == frozenset({"VERB"})
+        )
+        if within and of_like and there[head] > min(there.values()):
             return True
     return False
 
