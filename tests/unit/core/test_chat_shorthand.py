@@ -16,9 +16,10 @@ Each is read as the word it stands for; any other difference is judged as before
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from agent_cache import LayeredCache
 from agent_cache._respell import respelled
 from agent_cache.differences import analyze
 
@@ -84,15 +85,8 @@ def test_shorthand_and_acronyms_are_not_respelled_toward_the_stored_question() -
     assert fixed is None
 
 
-def test_shorthand_hits_and_another_question_misses() -> None:
-    with LayeredCache(path=None) as cache:
-        for i, (query, stored) in enumerate(SAME):
-            cache.store(stored, f"same {i}", context=f"s{i}")
-            hit = cache.lookup(query, context=f"s{i}")
-            assert hit is not None and hit.response == f"same {i}", (query, stored)
-        for i, (query, stored) in enumerate(DIFFERENT + MISSED):
-            cache.store(stored, f"other {i}", context=f"d{i}")
-            assert cache.lookup(query, context=f"d{i}") is None, (query, stored)
+def test_shorthand_hits_and_another_question_misses(check_lookups: Callable[..., None]) -> None:
+    check_lookups(SAME, DIFFERENT + MISSED)
 
 
 @pytest.mark.parametrize(

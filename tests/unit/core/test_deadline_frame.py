@@ -12,9 +12,10 @@ written for this test:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from agent_cache import LayeredCache
 from agent_cache.differences import analyze
 
 SAME = [
@@ -48,12 +49,5 @@ def test_the_earliest_or_the_way_is_another_question(query: str, stored: str) ->
     assert analyze(query, stored).refuses
 
 
-def test_deadlines_hit_and_other_questions_miss() -> None:
-    with LayeredCache(path=None) as cache:
-        for i, (query, stored) in enumerate(SAME):
-            cache.store(stored, f"same {i}", context=f"s{i}")
-            hit = cache.lookup(query, context=f"s{i}")
-            assert hit is not None and hit.response == f"same {i}", (query, stored)
-        for i, (query, stored) in enumerate(DIFFERENT):
-            cache.store(stored, f"other {i}", context=f"d{i}")
-            assert cache.lookup(query, context=f"d{i}") is None, (query, stored)
+def test_deadlines_hit_and_other_questions_miss(check_lookups: Callable[..., None]) -> None:
+    check_lookups(SAME, DIFFERENT)

@@ -12,9 +12,10 @@ possession."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from agent_cache import LayeredCache
 from agent_cache.differences import analyze
 
 SAME = [
@@ -50,12 +51,5 @@ def test_swapped_roles_or_another_place_refuse(query: str, stored: str) -> None:
         assert analyze(a, b).refuses, (a, b)
 
 
-def test_possession_hits_and_swapped_roles_miss() -> None:
-    with LayeredCache(path=None) as cache:
-        for i, (query, stored) in enumerate(SAME):
-            cache.store(stored, f"same {i}", context=f"s{i}")
-            hit = cache.lookup(query, context=f"s{i}")
-            assert hit is not None and hit.response == f"same {i}", (query, stored)
-        for i, (query, stored) in enumerate(SWAPPED + ELSEWHERE):
-            cache.store(stored, f"other {i}", context=f"d{i}")
-            assert cache.lookup(query, context=f"d{i}") is None, (query, stored)
+def test_possession_hits_and_swapped_roles_miss(check_lookups: Callable[..., None]) -> None:
+    check_lookups(SAME, SWAPPED + ELSEWHERE)

@@ -17,9 +17,10 @@ refundable?") or in another modality ("required" against "possible") is no frame
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from agent_cache import LayeredCache
 from agent_cache.differences import analyze
 
 REWORDED = [
@@ -59,12 +60,5 @@ def test_another_question_is_not_reworded(query: str, stored: str) -> None:
     assert analysis.refuses or not analysis.reworded, analysis
 
 
-def test_frames_hit_and_other_questions_miss() -> None:
-    with LayeredCache(path=None) as cache:
-        for i, (query, stored) in enumerate(REWORDED):
-            cache.store(stored, f"same {i}", context=f"s{i}")
-            hit = cache.lookup(query, context=f"s{i}")
-            assert hit is not None and hit.response == f"same {i}", (query, stored)
-        for i, (query, stored) in enumerate(DIFFERENT):
-            cache.store(stored, f"other {i}", context=f"d{i}")
-            assert cache.lookup(query, context=f"d{i}") is None, (query, stored)
+def test_frames_hit_and_other_questions_miss(check_lookups: Callable[..., None]) -> None:
+    check_lookups(REWORDED, DIFFERENT)
