@@ -2417,7 +2417,8 @@ def _possession(toks: Sequence[_Tok]) -> tuple[str, int, int] | None:
     """(frame, owner, thing) for a question that asks whether a place has a thing:
     "Does *the hotel* have *parking*?" ("have"), "Is there *parking* at *the hotel*?",
     "Is *parking* available at *the hotel*?" ("at"); None for any other question."""
-    words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS]
+    aside = _preamble(list(toks))  # "Quick q - does the hotel have parking?"
+    words = [t for t in toks if t.kind != "sym" and t.low not in lx.OPENERS and id(t) not in aside]
     low = [t.low for t in words]
     if low[:1] in (["does"], ["do"], ["did"]):
         h = next((k for k in range(2, len(low)) if low[k] in _HAVE_VERBS), None)

@@ -26,6 +26,7 @@ SAME = [
     ("Does the library have study rooms?", "Are there study rooms in the library?"),
     ("Does the office have a printer?", "Is a printer available in the office?"),
     ("Does this laptop have a webcam?", "Is there a webcam on this laptop?"),
+    ("Quick question - does the hotel have parking?", "Is there parking at the hotel?"),
 ]
 SWAPPED = [
     ("Does the gym have a pool?", "Is there a gym at the pool?"),
