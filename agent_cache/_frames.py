@@ -79,11 +79,10 @@ _MODALS = {
     "wouldn't": "prediction",
 }
 #: The modal words that are adjectives, participles or nouns ("allowed", "required",
-#: "deadline"): content words to the aligner, the frame's to the reader.
-MODAL_PREDICATES = frozenset(
-    "allowed permitted possible available required necessary mandatory compulsory deadline "
-    "deadlines due".split()
-)
+#: "deadline"; every word of ``_MODALS`` but the modal verbs and contractions): content
+#: words to the aligner, the frame's to the reader.
+_MODAL_VERBS = frozenset("can could may might cannot must should shall will would".split())
+MODAL_PREDICATES = frozenset(w for w in _MODALS if w.isalpha() and w not in _MODAL_VERBS)
 # a question with no modal matches these classes (procedure, plain future, and the
 # value a wh-question asks to be recommended: "How often should I rotate my tires?" is
 # "How often do I rotate my tires?" and "the recommended frequency for tire rotation")

@@ -2399,6 +2399,7 @@ def _meaningful(t: _Tok) -> bool:
 _HAVE_VERBS = frozenset("have has offer offers provide provides".split())
 _AT = frozenset("at in on inside".split())
 _NOUN_PHRASE_OPENERS = _SUBJECT_DETERMINERS | frozenset("a an any some".split())
+_PHRASE_ENDS = MODAL_PREDICATES | _HAVE_VERBS  # "parking *available* at", "hotel *offer*"
 
 
 def _phrase_head(toks: Sequence[_Tok], i: int) -> int | None:
@@ -2407,8 +2408,7 @@ def _phrase_head(toks: Sequence[_Tok], i: int) -> int | None:
     while i < len(toks) and toks[i].low in _NOUN_PHRASE_OPENERS:
         i += 1
     head = None
-    stop = MODAL_PREDICATES | _HAVE_VERBS
-    while i < len(toks) and toks[i].content and toks[i].low not in stop:
+    while i < len(toks) and toks[i].content and toks[i].low not in _PHRASE_ENDS:
         head, i = i, i + 1
     return head
 
