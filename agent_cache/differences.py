@@ -552,6 +552,9 @@ _SHORTHANDS = (
     (re.compile(r"(?<![\w/])w/(?=\s)", re.IGNORECASE), "with"),
     (re.compile(r"(?<![\w/])b/c(?![\w/])", re.IGNORECASE), "because"),
     (re.compile(r"(?<![\w#])#(?=\s|$|[?.!,;:])"), "number"),
+    # "my acct no.?", "policy No. 12345": "no." after a word, before a number or the end
+    # (not "yes or no.")
+    (re.compile(r"(?<![Oo]r )(?<=[A-Za-z] )no\.(?=\s*(?:\d|[?!,;:)]|$))", re.IGNORECASE), "number"),
 )
 
 
@@ -590,9 +593,10 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
     if low.endswith("'"):
         return [(raw[:-1], low[:-1])] if len(low) > 1 else []
     parts = low.split("-")
-    if len(parts) > 1 and _PURE_NUMBER.match(parts[0]) and all(p.isalpha() for p in parts[1:]):
-        # "a 6-year-old", "a 1-hour massage", "2-factor": a number and the words it
-        # counts, read as written apart ("GPT-4", "COVID-19", "utf-8" stay one word)
+    numbered = _PURE_NUMBER.match(parts[0]) or _ORDINAL.match(parts[0])
+    if len(parts) > 1 and numbered and all(p.isalpha() for p in parts[1:]):
+        # "a 6-year-old", "a 1-hour massage", "2-factor", "3rd-party": a number and the
+        # words it counts, read as written apart ("GPT-4", "COVID-19", "utf-8" stay one)
         return [(r, w) for r, w in zip(raw.split("-"), parts, strict=False) if w]
     if "-" in low and not any(c.isdigit() for c in low):
         # always split (check-in / check-out differ in their parts; "log-in" becomes the
@@ -604,7 +608,9 @@ def _split_word(raw: str, low: str) -> list[tuple[str, str]]:
 _TITLE_ABBREVIATION = re.compile(r"[A-Z][a-z]{1,3}\Z")
 
 
-def _tokenize(text: str) -> list[_Tok]:
+def _tokenize(text: str, unmerged: frozenset[str] = frozenset()) -> list[_Tok]:
+    """The text's tokens, multi-word synonyms merged on their first word but for the
+    phrases in ``unmerged``."""
     text = _fold(text)
     toks: list[_Tok] = []
     for m in _TOKEN.finditer(text):
@@ -620,7 +626,10 @@ def _tokenize(text: str) -> list[_Tok]:
                 continue
             tok = _Tok(piece, low, len(toks), compound=compound)
             tok.possessive = raw.lower().endswith("'s") and low == raw.lower()[:-2]
-            tok.after_mark = i == 0 and bool(before) and before[-1] in _PHRASE_MARKS
+            # a dash with a space after it marks a phrase as a comma does ("Sorry to
+            # bother you - what's ..."); in "W-2" or "pre- and post-" it joins words
+            dash = before[-1:] in _DASHES and text[m.start() - 1].isspace()
+            tok.after_mark = i == 0 and bool(before) and (before[-1] in _PHRASE_MARKS or dash)
             tok.after_stop = i == 0 and bool(before) and before[-1] in ".?!"
             dot = text[m.end() : m.end() + 1] == "."
             tok.dotted = dot and _TITLE_ABBREVIATION.match(raw) is not None
@@ -630,7 +639,7 @@ def _tokenize(text: str) -> list[_Tok]:
     _respell_closed(toks)
     _read_numbers(toks)
     _read_temporal(toks)
-    _merge_phrases(toks)
+    _merge_phrases(toks, unmerged)
     for i, tok in enumerate(toks):
         tok.pos = i
     return toks
@@ -888,8 +897,9 @@ def _singular(word: str) -> str:
     return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
-def _merge_phrases(toks: list[_Tok]) -> None:
-    """Give multi-word synonyms (``turn on``, ``log in``) one group id, on their first word."""
+def _merge_phrases(toks: list[_Tok], unmerged: frozenset[str] = frozenset()) -> None:
+    """Give multi-word synonyms (``turn on``, ``log in``) one group id, on their first
+    word; not the phrases in ``unmerged``."""
     i = 0
     while i < len(toks):
         for n in range(min(_MAX_PHRASE, len(toks) - i), 1, -1):
@@ -901,7 +911,7 @@ def _merge_phrases(toks: list[_Tok]) -> None:
                     groups = _SYN_PHRASES.get((first, *key[1:]))
                     if groups is not None:
                         break
-            if groups is not None:
+            if groups is not None and " ".join(key) not in unmerged:
                 head = toks[i]
                 head.groups = head.groups | groups
                 head.parts = key
@@ -1699,16 +1709,22 @@ def _asks_manner(toks: Sequence[_Tok]) -> bool:
     words = _asked(toks)
     if words and words[0].low == "what":  # "What steps do I take to ...", "What's the process"
         return any(t.low in _PROCESS for t in words[1:4])
-    return (
-        len(words) > 2
-        and words[0].low == "how"
-        and words[1].low in _AUXILIARIES
-        and words[2].low in _ASKERS
-    )
+    if len(words) < 3 or words[0].low != "how" or words[1].low not in _AUXILIARIES:
+        return False
+    if words[2].low in _ASKERS:
+        return True
+    if len(words) < 4:
+        return False
+    # "How can *a student* appeal ...", "How should *tenants* report ...": what someone
+    # may or should do is a way, not an explanation (as "How does helium ..." is)
+    named = words[2].low in _ARTICLES or words[2].low in _OWNERS or words[2].content
+    return words[1].low in _MANNER_MODALS and named and words[2].low not in _ANAPHORS
 
 
 # who asks how to do something: "How do I ...", "How can we ...", "How should one ..."
 _ASKERS = frozenset({"i", "we", "you", "one"})
+_MANNER_MODALS = frozenset("can could should may might must".split())
+_OWNERS = frozenset("my our your his her their".split())
 
 
 def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
@@ -1959,9 +1975,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
             return Analysis(query, candidate, (Difference("case", qs, cs, True),))
     if not case_sensitive:  # a question in capitals: its capitals say nothing of names
         query, candidate = _uncapitalized(query), _uncapitalized(candidate)
-    q, c = _tokenize(query), _tokenize(candidate)
+    q, c, pairs, notes = _read_aligned(query, candidate)
     diffs = _surface_differences(q, c)
-    pairs, notes = _align(q, c)
     diffs += notes
     matched_c = set(pairs.values())
     left_q = [t for t in q if t.pos not in pairs and not t.used and t.kind != "sym"]
@@ -1977,7 +1992,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
     uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
     shared = sum(1 for i in pairs if q[i].content)
-    frame = _asked_frame(q, c, uq, uc)  # "How tall is X?" / "What is the height of X?"
+    frame = _asked_frame(q, c, uq, uc, pairs)  # "How tall is X?" / "What is the height of X?"
     if frame is not None:
         diffs.append(frame)
         uq, uc = [], []
@@ -2009,6 +2024,34 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
         reworded,
         read,
     )
+
+
+def _read_aligned(
+    query: str, candidate: str
+) -> tuple[list[_Tok], list[_Tok], dict[int, int], list[Difference]]:
+    """Both texts' tokens (an apology for asking left out, ordinals read against the
+    other side) and their alignment (:func:`_align`). A phrase merged on one side and
+    left alone, its first word on the other side, is read word by word on both: "open
+    an account" / "open an acct" (an abbreviation), "open an acount" (a typo)."""
+
+    def read(unmerged: frozenset[str]) -> tuple[list[_Tok], list[_Tok]]:
+        q = _past_apology(_tokenize(query, unmerged))
+        c = _past_apology(_tokenize(candidate, unmerged))
+        _ordinals_read(q, c)
+        return q, c
+
+    q, c = read(frozenset())
+    pairs, notes = _align(q, c)
+    alone = frozenset(
+        t.low
+        for side, seen, other in ((q, set(pairs), c), (c, set(pairs.values()), q))
+        for t in side
+        if t.parts and t.pos not in seen and any(u.low == t.parts[0] for u in other)
+    )
+    if alone:
+        q, c = read(alone)
+        pairs, notes = _align(q, c)
+    return q, c, pairs, notes
 
 
 def _reframed(
@@ -2115,6 +2158,65 @@ _QUESTION_START = lx.QUESTION_WORDS | {"how", "what", "which"}
 _CLAUSE_START = _QUESTION_START | _AUXILIARIES  # where a question begins
 # greetings and discourse markers, a closed class: "hey there quick question how do I"
 _DISCOURSE = lx.OPENERS | {"there", "quick", "question", "thanks", "thank", "you", "again"}
+
+
+# words that open an apology for asking ("Sorry to bother you, but ...", "Apologies if
+# this is obvious - ...", "Forgive me if this was asked before, ...")
+_APOLOGY = frozenset("sorry apologies apology apologize apologise excuse pardon forgive".split())
+# words that name what the apology is about: a topic of the question
+_TOPIC = frozenset("about regarding re concerning on".split())
+# the longest apology read as one: past it, the words may say something of the question
+_APOLOGY_WORDS = 12
+
+
+# ordinals that are also other words ("second" a unit of time, "first" an adverb): read
+# as numbers only against the other side's digits
+_ORDINAL_WORDS = {"first": "#1", "second": "#2"}
+
+
+def _ordinals_read(q: list[_Tok], c: list[_Tok]) -> None:
+    """Read "first" / "second" as the ordinal where the other side writes it in digits
+    and does not also write the word: "the 1st step" / "the first step", "a 2nd-floor
+    office" / "a second-floor office"."""
+    for one, other in ((q, c), (c, q)):
+        digits = {t.number for t in other if t.kind == "num" and t.number}
+        words = {t.low for t in other}
+        for t in one:
+            n = _ORDINAL_WORDS.get(t.low)
+            if n is not None and t.number is None and n in digits and t.low not in words:
+                t.number = n
+
+
+def _past_apology(toks: list[_Tok]) -> list[_Tok]:
+    """The tokens after an apology for asking, renumbered; all of them when there is
+    none. The apology opens the text (after function words: "I'm so sorry ...") and
+    runs, in one phrase of at most :data:`_APOLOGY_WORDS` words with no number, time or
+    name, no topic ("about X") and at most two content words, to a question that starts
+    after a mark or a "but" / "so": "Sorry for the
+    trouble, how do I ...?", "Sorry if this is a dumb question but can I ...?". What
+    it says is about the asking, not the question ("trouble", "dumb" are no
+    qualifiers of it)."""
+    words = [i for i, t in enumerate(toks) if t.kind != "sym"]
+    first = next((k for k, i in enumerate(words[:3]) if toks[i].low in _APOLOGY), None)
+    if first is None or any(toks[i].content for i in words[:first]):
+        return toks
+    said = 0  # content words: "bother", "dumb", "obvious"; a topic says more
+    for k in words[first + 1 : first + 1 + _APOLOGY_WORDS]:
+        t = toks[k]
+        said += t.content and t.low not in lx.FILLER
+        if t.number is not None or t.temporal is not None or t.entity or said > 2:
+            return toks
+        if t.low in _TOPIC:  # "Sorry to ask again *about* the premium plan, but ..."
+            return toks
+        opened = t.after_mark or t.after_stop or toks[k - 1].low in ("but", "so")
+        if t.low in _CLAUSE_START and opened:
+            rest = toks[k:]
+            for i, u in enumerate(rest):
+                u.pos = i
+            return rest
+        if (t.after_mark or t.after_stop) and t.low not in ("but", "so"):
+            return toks  # another phrase: "Sorry, I'm abroad - how do I ...?" says more
+    return toks
 
 
 def _preamble(toks: list[_Tok]) -> set[int]:
@@ -2309,6 +2411,7 @@ _PERSON = {
     **dict.fromkeys(("someone", "somebody", "anyone", "anybody"), "some"),
 }
 _PHRASE_MARKS = frozenset(",.?!;:()")
+_DASHES = frozenset("-–—")
 #: Words that open a subordinate clause: a clause moves whole around them ("when I sell
 #: at a loss, can I deduct it?" / "can I deduct it when I sell at a loss?").
 _SUBORDINATORS = frozenset(
@@ -2472,6 +2575,9 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
     meaningful = {k for k, t in zip(sq.keys, kq, strict=True) if _meaningful(t)}
     meaningful |= {k for k, t in zip(sc.keys, kc, strict=True) if _meaningful(t)}
     derived = {form[i] for i, j in pairs.items() if _nominalized(q[i], c[j])}
+    turned_doer = _doer_turned(((sq, kq), (sc, kc)), derived)
+    if turned_doer is not None:
+        return Difference("order", turned_doer[0], turned_doer[1], True)
     free = _moves.detached(sq, sc) | derived
     crossed = _moves.inversions(sq, sc, frozenset(meaningful), frozenset(free))
     voice = _voice(sq, kq, sc, kc)
@@ -2486,6 +2592,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
         and not (_named_back(sq, kq, (a, b)) or _named_back(sc, kc, (a, b)))
         and not _genitive_turned(((sq, kq), (sc, kc)), (a, b))
+        and not _doer_after_noun(((sq, kq), (sc, kc)), (a, b), derived)
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
         return None
@@ -2540,12 +2647,13 @@ def _compound_rewritten(
     modifier part."""
     for k, ((one, kept), (other, _)) in enumerate((sides, sides[::-1])):
         i, j = sorted((one.keys.index(pair[0]), one.keys.index(pair[1])))
+        inside = _compound_words(one, kept, other)
         lo, hi = i, j
-        while lo > 0 and kept[lo - 1].content:
+        while lo > 0 and inside[lo - 1]:
             lo -= 1
-        while hi + 1 < len(kept) and kept[hi + 1].content:
+        while hi + 1 < len(kept) and inside[hi + 1]:
             hi += 1
-        if not all(t.content for t in kept[i : j + 1]):
+        if not all(inside[i : j + 1]):
             continue
         if "NOUN" not in _readings(kept[hi].low) or _past_form(kept[hi].low):
             continue
@@ -2562,6 +2670,82 @@ def _compound_rewritten(
                     ):
                         return True
     return False
+
+
+def _doer_after_noun(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+    pair: tuple[str, str],
+    derived: set[str],
+) -> bool:
+    """A verb's doer and object on one side ("How do *employees* submit *expenses*?",
+    "How can a *student* appeal a *grade*?"), on the other the object before the verb's
+    noun (or the verb read as a noun) and the doer after it, behind "for" or "by" ("the
+    *expense* submission process *for employees*", "the *grade* appeal process *for
+    students*")."""
+    for (one, kept), (other, theirs) in (sides, sides[::-1]):
+        for doer, obj in (pair, pair[::-1]):
+            ka, ko = one.keys, other.keys
+            i, k = ka.index(doer), ka.index(obj)
+            if k < i + 2 or not _in_one_phrase(kept[i + 2 : k]):
+                continue  # doer, verb, object, with at most an owner between
+            verb = ka[i + 1]
+            if verb not in ko or not (verb in derived or "VERB" in _readings(kept[i + 1].low)):
+                continue
+            j, v, m = ko.index(obj), ko.index(verb), ko.index(doer)
+            # the object and the act's noun in one compound ("maintenance issue
+            # reporting"), the doer behind "for" / "by"
+            compound = j < v and all(t.content for t in theirs[j:v])
+            if compound and v < m and ko[m - 1] in ("for", "by"):
+                return True
+    return False
+
+
+def _in_one_phrase(between: list[_Tok]) -> bool:
+    """Nothing but owners ("their") and content words between a verb and its object."""
+    return all(t.content or t.low in _OWNERS for t in between)
+
+
+def _doer_turned(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+    derived: set[str],
+) -> tuple[str, str] | None:
+    """A verb's doer on one side ("How do *teachers* pay *parents*?") named on the other
+    right before the verb's noun, where a noun says whom the act is done to ("the
+    *teacher payment* process *for parents*": teachers are paid), and the object after
+    "for" or "by": the roles are swapped. The two shown, as each side has them."""
+    for (one, kept), (other, _) in (sides, sides[::-1]):
+        ka, ko = one.keys, other.keys
+        for x, verb in enumerate(ka):
+            if not x or verb not in derived or verb not in ko or not kept[x - 1].content:
+                continue
+            if "VERB" not in _readings(kept[x].low):
+                continue
+            objects = [ka[y] for y in range(x + 1, len(ka)) if kept[y].content]
+            doer, obj = ka[x - 1], objects[0] if objects else None
+            if obj is None or doer not in ko or obj not in ko:
+                continue
+            j, m, n = ko.index(doer), ko.index(verb), ko.index(obj)
+            if j + 1 == m < n and ko[n - 1] in ("for", "by"):
+                shown = (f"{doer} {verb} {obj}", f"{doer} {verb} … for {obj}")
+                return shown if one is sides[0][0] else (shown[1], shown[0])
+    return None
+
+
+# particles of a phrasal noun ("time off", "follow up", "check out")
+_NOUN_PARTICLES = frozenset("off up out down back over".split())
+
+
+def _compound_words(one: _moves.Side, kept: list[_Tok], other: _moves.Side) -> list[bool]:
+    """Per kept word of ``one``, whether it may stand in a noun compound: a content word,
+    or the particle of a phrasal noun between two content words when the other side
+    has the same word and particle ("*time off* requests" / "request *time off*")."""
+    pairs = set(zip(other.keys, other.keys[1:], strict=False))
+    out = [t.content for t in kept]
+    for x in range(1, len(kept) - 1):
+        t = kept[x]
+        if t.low in _NOUN_PARTICLES and out[x - 1] and kept[x + 1].content:
+            out[x] = (one.keys[x - 1], one.keys[x]) in pairs
+    return out
 
 
 def _ends_noun_phrase(kept: list[_Tok], h: int) -> bool:
@@ -2662,16 +2846,20 @@ def _polar_nominalized(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> b
     return False
 
 
-def _asked_frame(q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok]) -> Difference | None:
+def _asked_frame(
+    q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok], pairs: dict[int, int]
+) -> Difference | None:
     """The one question asked in two frames, when the words left over are only the
     frames': a duration ("How long does it take to ..." / "What's the ... time") or an
     attribute ("How tall is ..." / "What is the height of ..."), whether a thing is to be
     had ("Do you offer X?" / "Is there X?"), a comparison ("X vs Y" / "the difference
-    between X and Y")."""
+    between X and Y"), the way of an act ("How do I reset X?" / "How does an X reset
+    work?")."""
     if _duration_frame(q, c, uq, uc):
         return Difference("frame", "how long … take", "… time", False)
     return (
-        _attribute_frame(q, c, uq, uc)
+        _way_frame(q, c, uq, uc, pairs)
+        or _attribute_frame(q, c, uq, uc)
         or _offered_frame(q, c, uq, uc)
         or _compared_frame(q, c, uq, uc)
         or _modal_frame(q, c, uq, uc)
@@ -2822,6 +3010,93 @@ def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: lis
         if _asks_for_a_way(other) or _asks_what_to_do(other):
             return True
     return False
+
+
+# nouns that name the way in a question with no "how" or "what" of its own: "Router
+# reset instructions?", "Can you explain the visa application process?"
+_WAY_NOUNS = _PROCESS | frozenset("instructions instruction guide tutorial walkthrough".split())
+# ... and after "what" ("What's the protocol for reporting a data breach?"), with the
+# words that say it is the usual one ("the *recommended* approach to ...")
+_WAY_WORDS = frozenset(
+    """approach protocol workflow guidelines mechanism technique method methods practice
+    practices""".split()
+)
+_WAY_MANNER = frozenset("recommended standard usual typical official correct right proper".split())
+
+
+def _way_asked(toks: list[_Tok]) -> tuple[str, list[_Tok]] | None:
+    """How a question asks the way of an act other than "How do I ...?" / "What's the
+    process for ...?", and the words of that frame: "How does X work?" / "X: how does it
+    work?" (``work``), "What does X involve?" / "What's involved in X?" (``involve``), a
+    way noun in a question that opens with neither "how" nor "what" ("Router reset
+    instructions?", "Can you explain the X process?"), "Walk me through X"."""
+    words = _asked(toks)
+    lows = [t.low for t in words]
+    for k in range(len(lows) - 3):
+        if lows[k] != "how" or lows[k + 1] not in ("does", "do") or lows[k + 2] in _ASKERS:
+            continue
+        work = [t for t in words[k + 3 :] if t.low == "work"]
+        if len(work) == 1:
+            return "how … work", work
+    if lows[:1] == ["what"]:
+        involve = [t for t in words[1:] if "involve" in t.lemmas or t.low == "involved"]
+        if len(involve) == 1:
+            return "what … involve", involve
+        way = [t for t in words[1:5] if t.low in _WAY_NOUNS | _WAY_WORDS]
+        if not way:
+            return None
+        return "what … process", [*way, *(t for t in words[1:5] if t.low in _WAY_MANNER)]
+    if lows[:1] == ["how"] or not lows:
+        return None
+    walk = [t for t in words if t.low == "walk"]
+    if walk and any(
+        lows[i : i + 2] in (["me", "through"], ["us", "through"]) for i in range(len(lows))
+    ):
+        return "walk me through", [t for t in words if t.low in ("walk", "through")]
+    way = [t for t in words if t.low in _WAY_NOUNS]
+    return ("the process", way) if way else None
+
+
+def _act_named(one: list[_Tok], other: list[_Tok], pairs: dict[int, int], flip: bool) -> bool:
+    """The verb that "How do I V ...?" asks the way of (``one``) is matched to the act on
+    the ``other`` side, as its noun or as the same word read as a noun: "*reset* my
+    router" / "a router *reset*", "*register*" / "*registration*"; not "How do I *get*
+    a VPN?" / "How does a VPN work?" (no act named) nor "*print*" / "*printer*"."""
+    words = _asked(one)
+    verb = words[3] if len(words) > 3 else None
+    if verb is None or not verb.content or "VERB" not in _readings(verb.low):
+        return False
+    links = {j: i for i, j in pairs.items()} if flip else pairs
+    mate = links.get(verb.pos)
+    if mate is None:
+        return False
+    noun = other[mate]  # in the subject of "work" or before a way noun: read as a noun
+    return noun.low == verb.low or bool(noun.lemmas & verb.lemmas) or _nominalized(verb, noun)
+
+
+def _way_frame(
+    q: list[_Tok], c: list[_Tok], uq: list[_Tok], uc: list[_Tok], pairs: dict[int, int]
+) -> Difference | None:
+    """Both sides ask the way of one act, in two frames, and the words left over are only
+    the frames' (:func:`_way_asked`): "How do I reset my router?" / "How does a router
+    reset work?", "What does passport renewal involve?", "Router reset instructions?".
+    Against "How do I V ...?", V must be the act the other side names."""
+    wq, wc = _way_asked(q), _way_asked(c)
+    if wq is None and wc is None:
+        return None
+    if (wq is None and not _asks_manner(q)) or (wc is None and not _asks_manner(c)):
+        return None
+    if wq is not None and wc is not None and wq[0] == wc[0]:
+        return None
+    for mine, frame in ((uq, wq), (uc, wc)):
+        allowed = {id(t) for t in frame[1]} if frame is not None else set()
+        if any(id(t) not in allowed for t in mine):
+            return None  # another word differs: judged as it is
+    for one, other, flip, frame in ((q, c, False, wq), (c, q, True, wc)):
+        if frame is None and _opener(one) == "how" and not _act_named(one, other, pairs, flip):
+            return None
+    shown = (wq[0] if wq else "how …", wc[0] if wc else "how …")
+    return Difference("frame", shown[0], shown[1], False)
 
 
 def _asks_what_to_do(toks: list[_Tok]) -> bool:
