@@ -262,6 +262,17 @@ def _recommends(words: Sequence[str], i: int) -> bool:
     return False
 
 
+def _polite_possible(words: Sequence[str], i: int) -> bool:
+    """ "*Would* it be possible to ...?", "*Would* you be able to ...?": the conditional
+    of politeness, asking what "Is it possible" / "Can you" asks (the ability is said by
+    "possible" / "able"), no prediction."""
+    return (
+        words[i] in ("would", "could")
+        and words[i + 2 : i + 4] in (["be", "possible"], ["be", "able"])
+        and words[i + 1] in _AGENTS | {"it"}
+    )
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
@@ -284,6 +295,8 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
                 continue
             if _MODALS[w] == "advice" and not w.endswith("n't") and _recommends(words, i):
                 out.add("recommendation")
+                continue
+            if _polite_possible(words, i):  # "Would it be possible to ...": ability
                 continue
             if w == "due" and words[i + 1 : i + 2] == ["to"]:
                 continue  # "due to the holiday": because of

@@ -2035,8 +2035,8 @@ def _read_aligned(
     an account" / "open an acct" (an abbreviation), "open an acount" (a typo)."""
 
     def read(unmerged: frozenset[str]) -> tuple[list[_Tok], list[_Tok]]:
-        q = _past_apology(_tokenize(query, unmerged))
-        c = _past_apology(_tokenize(candidate, unmerged))
+        q = _past_not_knowing(_past_apology(_tokenize(query, unmerged)))
+        c = _past_not_knowing(_past_apology(_tokenize(candidate, unmerged)))
         _ordinals_read(q, c)
         return q, c
 
@@ -2185,6 +2185,49 @@ def _ordinals_read(q: list[_Tok], c: list[_Tok]) -> None:
             n = _ORDINAL_WORDS.get(t.low)
             if n is not None and t.number is None and n in digits and t.low not in words:
                 t.number = n
+
+
+# a word that says the asker does not know what the question after it asks: "I don't
+# *know* how to ...", "I'm not *sure* where ...", "I have no *idea* why ..."
+_KNOWING = frozenset("know sure certain idea clue understand remember find figure tell see".split())
+# what may stand between the asker and that word: auxiliaries, a negation, a hedge
+_NOT_KNOWING_GLUE = frozenset(
+    "do does did not no can cannot could am was have has really honestly just still quite "
+    "even totally completely any".split()
+)
+_EMBEDDED = frozenset("how where when why what which who whom whether if".split())
+
+
+def _past_not_knowing(toks: list[_Tok]) -> list[_Tok]:
+    """The embedded question after the asker's saying they do not know it, renumbered;
+    all the tokens when there is none: "I don't know how to export my data" reads "how
+    to export my data", "I can't figure out where to ...", "I'm not sure why ...", "I
+    have no idea when ...". Before the question word: the asker ("I", "we"),
+    auxiliaries and a negation, one word of knowing (:data:`_KNOWING`) and its particle
+    ("figure *out*"). "I can't export my data" and "I don't want to ..." are no such
+    frame: the negation is the question's."""
+    words = [i for i, t in enumerate(toks) if t.kind != "sym" and t.low not in lx.OPENERS]
+    if len(words) < 4 or toks[words[0]].low not in ("i", "we"):
+        return toks
+    negated, knowing = False, False
+    for k in words[1:8]:
+        t = toks[k]
+        if knowing and t.low in _EMBEDDED:
+            if not negated:
+                return toks
+            rest = toks[k:]
+            for i, u in enumerate(rest):
+                u.pos = i
+            return rest
+        if t.low in _KNOWING and not knowing:
+            knowing = True
+        elif knowing and t.low == "out":  # "figure out", "find out"
+            continue
+        elif t.low in _NOT_KNOWING_GLUE and not knowing:
+            negated = negated or t.low in lx.NEGATIONS
+        else:
+            return toks
+    return toks
 
 
 def _past_apology(toks: list[_Tok]) -> list[_Tok]:
@@ -2593,6 +2636,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         and not (_named_back(sq, kq, (a, b)) or _named_back(sc, kc, (a, b)))
         and not _genitive_turned(((sq, kq), (sc, kc)), (a, b))
         and not _doer_after_noun(((sq, kq), (sc, kc)), (a, b), derived)
+        and not _extraposed(((sq, kq), (sc, kc)), (a, b))
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
         return None
@@ -2655,6 +2699,8 @@ def _compound_rewritten(
             hi += 1
         if not all(inside[i : j + 1]):
             continue
+        while hi > j and _past_form(kept[hi].low):
+            hi -= 1  # "Is the Monday meeting *cancelled*?": the participle is no part of it
         if "NOUN" not in _readings(kept[hi].low) or _past_form(kept[hi].low):
             continue
         for cut in range(i + 1, j + 1):  # modifier part [m, cut), head part [cut, h]
@@ -2700,6 +2746,32 @@ def _doer_after_noun(
     return False
 
 
+def _extraposed(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+    pair: tuple[str, str],
+) -> bool:
+    """The subject said after "it" as a "to" clause on one side, first as a gerund on the
+    other, and the two crossed words one in the predicate, one in that clause: "Is *it
+    safe to take* ibuprofen with coffee?" / "Is *taking* ibuprofen with coffee *safe*?",
+    "How long does *it take to ship* to Canada?" / "... does *shipping* to Canada
+    *take*?"."""
+    for (one, _), (other, theirs) in (sides, sides[::-1]):
+        ka, ko = one.keys, other.keys
+        if "it" not in ka:
+            continue
+        i = ka.index("it")
+        to = next((x for x in range(i + 1, min(i + 5, len(ka) - 1)) if ka[x] == "to"), None)
+        if to is None or ka[to + 1] not in ko:
+            continue
+        said, clause = set(ka[i + 1 : to]), set(ka[to + 1 :])
+        a, b = pair
+        predicate = a if a in said and b in clause else b if b in said and a in clause else None
+        v = ko.index(ka[to + 1])
+        if predicate is not None and theirs[v].low.endswith("ing") and v < ko.index(predicate):
+            return True
+    return False
+
+
 def _in_one_phrase(between: list[_Tok]) -> bool:
     """Nothing but owners ("their") and content words between a verb and its object."""
     return all(t.content or t.low in _OWNERS for t in between)
@@ -2736,11 +2808,12 @@ _NOUN_PARTICLES = frozenset("off up out down back over".split())
 
 
 def _compound_words(one: _moves.Side, kept: list[_Tok], other: _moves.Side) -> list[bool]:
-    """Per kept word of ``one``, whether it may stand in a noun compound: a content word,
-    or the particle of a phrasal noun between two content words when the other side
-    has the same word and particle ("*time off* requests" / "request *time off*")."""
+    """Per kept word of ``one``, whether it may stand in a noun compound: a content word
+    or a time ("the *Saturday hours*" / "the hours on Saturday"), or the particle of a
+    phrasal noun between two content words when the other side has the same word and
+    particle ("*time off* requests" / "request *time off*")."""
     pairs = set(zip(other.keys, other.keys[1:], strict=False))
-    out = [t.content for t in kept]
+    out = [t.content or t.temporal is not None for t in kept]  # "Saturday hours"
     for x in range(1, len(kept) - 1):
         t = kept[x]
         if t.low in _NOUN_PARTICLES and out[x - 1] and kept[x + 1].content:
