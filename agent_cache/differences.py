@@ -1717,14 +1717,13 @@ def _asks_manner(toks: Sequence[_Tok]) -> bool:
         return False
     # "How can *a student* appeal ...", "How should *tenants* report ...": what someone
     # may or should do is a way, not an explanation (as "How does helium ..." is)
-    named = words[2].low in _ARTICLES or words[2].low in _OWNERS or words[2].content
+    named = words[2].low in _ARTICLES or words[2].low in _POSSESSIVES or words[2].content
     return words[1].low in _MANNER_MODALS and named and words[2].low not in _ANAPHORS
 
 
 # who asks how to do something: "How do I ...", "How can we ...", "How should one ..."
 _ASKERS = frozenset({"i", "we", "you", "one"})
 _MANNER_MODALS = frozenset("can could should may might must".split())
-_OWNERS = frozenset("my our your his her their".split())
 
 
 def _align(q: list[_Tok], c: list[_Tok]) -> tuple[dict[int, int], list[Difference]]:
@@ -2029,10 +2028,11 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
 def _read_aligned(
     query: str, candidate: str
 ) -> tuple[list[_Tok], list[_Tok], dict[int, int], list[Difference]]:
-    """Both texts' tokens (an apology for asking left out, ordinals read against the
-    other side) and their alignment (:func:`_align`). A phrase merged on one side and
-    left alone, its first word on the other side, is read word by word on both: "open
-    an account" / "open an acct" (an abbreviation), "open an acount" (a typo)."""
+    """Both texts' tokens (an apology for asking and the asker's not knowing left out,
+    ordinals read against the other side) and their alignment (:func:`_align`). A
+    phrase merged on one side and left alone, its first word on the other side, is read
+    word by word on both: "open an account" / "open an acct" (an abbreviation), "open
+    an acount" (a typo)."""
 
     def read(unmerged: frozenset[str]) -> tuple[list[_Tok], list[_Tok]]:
         q = _past_not_knowing(_past_apology(_tokenize(query, unmerged)))
@@ -2160,15 +2160,6 @@ _CLAUSE_START = _QUESTION_START | _AUXILIARIES  # where a question begins
 _DISCOURSE = lx.OPENERS | {"there", "quick", "question", "thanks", "thank", "you", "again"}
 
 
-# words that open an apology for asking ("Sorry to bother you, but ...", "Apologies if
-# this is obvious - ...", "Forgive me if this was asked before, ...")
-_APOLOGY = frozenset("sorry apologies apology apologize apologise excuse pardon forgive".split())
-# words that name what the apology is about: a topic of the question
-_TOPIC = frozenset("about regarding re concerning on".split())
-# the longest apology read as one: past it, the words may say something of the question
-_APOLOGY_WORDS = 12
-
-
 # ordinals that are also other words ("second" a unit of time, "first" an adverb): read
 # as numbers only against the other side's digits
 _ORDINAL_WORDS = {"first": "#1", "second": "#2"}
@@ -2185,6 +2176,22 @@ def _ordinals_read(q: list[_Tok], c: list[_Tok]) -> None:
             n = _ORDINAL_WORDS.get(t.low)
             if n is not None and t.number is None and n in digits and t.low not in words:
                 t.number = n
+
+
+def _renumbered(rest: list[_Tok]) -> list[_Tok]:
+    """The tokens after a part read past (an apology, not knowing), numbered from 0."""
+    for i, u in enumerate(rest):
+        u.pos = i
+    return rest
+
+
+# words that open an apology for asking ("Sorry to bother you, but ...", "Apologies if
+# this is obvious - ...", "Forgive me if this was asked before, ...")
+_APOLOGY = frozenset("sorry apologies apology apologize apologise excuse pardon forgive".split())
+# words that name what the apology is about: a topic of the question
+_TOPIC = frozenset("about regarding re concerning on".split())
+# the longest apology read as one: past it, the words may say something of the question
+_APOLOGY_WORDS = 12
 
 
 # a word that says the asker does not know what the question after it asks: "I don't
@@ -2213,12 +2220,7 @@ def _past_not_knowing(toks: list[_Tok]) -> list[_Tok]:
     for k in words[1:8]:
         t = toks[k]
         if knowing and t.low in _EMBEDDED:
-            if not negated:
-                return toks
-            rest = toks[k:]
-            for i, u in enumerate(rest):
-                u.pos = i
-            return rest
+            return _renumbered(toks[k:]) if negated else toks
         if t.low in _KNOWING and not knowing:
             knowing = True
         elif knowing and t.low == "out":  # "figure out", "find out"
@@ -2235,10 +2237,9 @@ def _past_apology(toks: list[_Tok]) -> list[_Tok]:
     none. The apology opens the text (after function words: "I'm so sorry ...") and
     runs, in one phrase of at most :data:`_APOLOGY_WORDS` words with no number, time or
     name, no topic ("about X") and at most two content words, to a question that starts
-    after a mark or a "but" / "so": "Sorry for the
-    trouble, how do I ...?", "Sorry if this is a dumb question but can I ...?". What
-    it says is about the asking, not the question ("trouble", "dumb" are no
-    qualifiers of it)."""
+    after a mark or a "but" / "so": "Sorry for the trouble, how do I ...?", "Sorry if
+    this is a dumb question but can I ...?". What it says is about the asking, not the
+    question ("trouble", "dumb" are no qualifiers of it)."""
     words = [i for i, t in enumerate(toks) if t.kind != "sym"]
     first = next((k for k, i in enumerate(words[:3]) if toks[i].low in _APOLOGY), None)
     if first is None or any(toks[i].content for i in words[:first]):
@@ -2253,10 +2254,7 @@ def _past_apology(toks: list[_Tok]) -> list[_Tok]:
             return toks
         opened = t.after_mark or t.after_stop or toks[k - 1].low in ("but", "so")
         if t.low in _CLAUSE_START and opened:
-            rest = toks[k:]
-            for i, u in enumerate(rest):
-                u.pos = i
-            return rest
+            return _renumbered(toks[k:])
         if (t.after_mark or t.after_stop) and t.low not in ("but", "so"):
             return toks  # another phrase: "Sorry, I'm abroad - how do I ...?" says more
     return toks
@@ -2733,7 +2731,7 @@ def _doer_after_noun(
             ka, ko = one.keys, other.keys
             i, k = ka.index(doer), ka.index(obj)
             if k < i + 2 or not _in_one_phrase(kept[i + 2 : k]):
-                continue  # doer, verb, object, with at most an owner between
+                continue  # doer, verb, object, with at most a possessive between
             verb = ka[i + 1]
             if verb not in ko or not (verb in derived or "VERB" in _readings(kept[i + 1].low)):
                 continue
@@ -2773,8 +2771,8 @@ def _extraposed(
 
 
 def _in_one_phrase(between: list[_Tok]) -> bool:
-    """Nothing but owners ("their") and content words between a verb and its object."""
-    return all(t.content or t.low in _OWNERS for t in between)
+    """Nothing but possessives ("their") and content words between a verb and its object."""
+    return all(t.content or t.low in _POSSESSIVES for t in between)
 
 
 def _doer_turned(
@@ -3094,6 +3092,7 @@ _WAY_WORDS = frozenset(
     """approach protocol workflow guidelines mechanism technique method methods practice
     practices""".split()
 )
+_WAY_AFTER_WHAT = _WAY_NOUNS | _WAY_WORDS
 _WAY_MANNER = frozenset("recommended standard usual typical official correct right proper".split())
 
 
@@ -3115,7 +3114,7 @@ def _way_asked(toks: list[_Tok]) -> tuple[str, list[_Tok]] | None:
         involve = [t for t in words[1:] if "involve" in t.lemmas or t.low == "involved"]
         if len(involve) == 1:
             return "what … involve", involve
-        way = [t for t in words[1:5] if t.low in _WAY_NOUNS | _WAY_WORDS]
+        way = [t for t in words[1:5] if t.low in _WAY_AFTER_WHAT]
         if not way:
             return None
         return "what … process", [*way, *(t for t in words[1:5] if t.low in _WAY_MANNER)]
