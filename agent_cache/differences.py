@@ -2035,8 +2035,8 @@ def _read_aligned(
     an acount" (a typo)."""
 
     def read(unmerged: frozenset[str]) -> tuple[list[_Tok], list[_Tok]]:
-        q = _past_not_knowing(_past_apology(_tokenize(query, unmerged)))
-        c = _past_not_knowing(_past_apology(_tokenize(candidate, unmerged)))
+        q = _past_not_knowing(_past_apology(_past_courtesy(_tokenize(query, unmerged))))
+        c = _past_not_knowing(_past_apology(_past_courtesy(_tokenize(candidate, unmerged))))
         _ordinals_read(q, c)
         return q, c
 
@@ -2230,6 +2230,76 @@ def _past_not_knowing(toks: list[_Tok]) -> list[_Tok]:
         else:
             return toks
     return toks
+
+
+# the courtesy said around a question, a closed class: greetings, good wishes, thanks,
+# an apology for asking and the announcing of a question. A phrase made of these words
+# (and function words) and holding one of the first set says nothing of the question.
+_COURTESY_MARKS = frozenset(
+    "hello hi hey dear greetings morning afternoon evening hope hoping hopefully thank "
+    "thanks thx appreciate appreciated grateful cheers sorry apologies question questions "
+    "curious wondering wonder".split()
+)
+_COURTESY = _COURTESY_MARKS | frozenset(
+    "well great good nice wonderful lovely fine all everything everyone folks team support "
+    "there message finds find doing going having day week weekend today help helping "
+    "assistance advance earlier time patience getting back quickly reply response again "
+    "much lot greatly truly really very so kindly any thing one more quick bother "
+    "trouble".split()
+)
+# the longest phrase read as courtesy: a longer one says more
+_COURTESY_WORDS = 16
+# words after which a name is the person addressed ("Hi Sam,", "Dear Anna,")
+_ADDRESSING = frozenset("hello hi hey dear thanks".split())
+
+
+def _courteous(phrase: Sequence[_Tok]) -> bool:
+    """Whether a phrase is courtesy and nothing else ("Hi there, hope you're having a
+    great day!", "Thanks in advance for your help.", "One more question:"): every word a
+    function word or one of :data:`_COURTESY`, one of :data:`_COURTESY_MARKS` among
+    them, a name only right after a greeting; no number, time, negation or question
+    word of its own."""
+    words = [t for t in phrase if t.kind != "sym"]
+    if not words or len(words) > _COURTESY_WORDS:
+        return False
+    marked = False
+    for k, t in enumerate(words):
+        if t.low in _COURTESY:
+            marked = marked or t.low in _COURTESY_MARKS
+            continue
+        if t.entity and k and words[k - 1].low in _ADDRESSING:
+            continue
+        if (
+            t.content
+            or t.entity
+            or t.number is not None
+            or t.temporal is not None
+            or t.low in lx.NEGATIONS
+            or t.low in _QUESTION_START
+        ):
+            return False
+    return marked
+
+
+def _past_courtesy(toks: list[_Tok]) -> list[_Tok]:
+    """The tokens without the phrases of courtesy before and after the question
+    (:func:`_courteous`), renumbered; all of them when there are none or nothing else
+    would be left. "Hello, I hope you're doing well. What GPA do I need ...?" reads
+    "What GPA do I need ...?"; "I hope my package arrives before Friday. Where is my
+    package?" is no courtesy (it says what the question is about)."""
+    starts = [0] + [i for i, t in enumerate(toks) if i and (t.after_mark or t.after_stop)]
+    bounds = list(zip(starts, [*starts[1:], len(toks)], strict=True))
+    first, last = 0, len(bounds)
+    while first < last and _courteous(toks[slice(*bounds[first])]):
+        first += 1
+    while last > first and _courteous(toks[slice(*bounds[last - 1])]):
+        last -= 1
+    if (first, last) == (0, len(bounds)) or first == last:
+        return toks
+    kept = toks[bounds[first][0] : bounds[last - 1][1]]
+    if not any(t.content for t in kept):
+        return toks
+    return _renumbered(kept)
 
 
 def _past_apology(toks: list[_Tok]) -> list[_Tok]:
