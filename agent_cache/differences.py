@@ -2069,6 +2069,7 @@ def _reframed(
         or _process_frame(q, c, left[0], left[1])
         or _voice_reframed(q, c, pairs)
         or _told_frame(q, c)
+        or _way_passive(q, c, pairs)
     )
 
 
@@ -2090,6 +2091,44 @@ def _told_frame(q: list[_Tok], c: list[_Tok]) -> bool:
             # not an embedded question or clause after it: judged as that
             if (told or known) and said[i + 2] not in _QUESTION_START | _CLAUSE_OPENERS:
                 return True
+    return False
+
+
+# who asks the way of an act in the active voice: the asker, or anyone
+_GENERIC_DOERS = frozenset("i you we one people".split())
+# a person the act is done to or for: a passive holding one says who, not how
+_OBJECT_PRONOUNS = frozenset("me us you him her them".split())
+_HOW_AUXILIARIES = frozenset("do does can could".split())
+
+
+def _way_passive(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
+    """The way of an act asked by its doer on one side and in the passive, with no
+    doer, on the other: "How do I reset my router?" / "How can a router be reset?",
+    "How do you cook rice?" / "How is rice cooked?". The verb is the participle's
+    own word; a passive that names who does it ("... cancelled *by the seller*") or
+    whom it is done to ("reported *to me*") says more, and "When is ..." or "Was the
+    package delivered?" leave the doer open."""
+    for one, other, index in ((q, c, pairs), (c, q, {j: i for i, j in pairs.items()})):
+        active, passive = _asked(one), _asked(other)
+        if len(active) < 4 or len(passive) < 3:
+            continue
+        if active[0].low != "how" or passive[0].low != "how":
+            continue
+        if active[1].low not in _HOW_AUXILIARIES or active[2].low not in _GENERIC_DOERS:
+            continue
+        verb = active[3]
+        if verb.pos not in index or not any(t.low in _BE for t in passive[1:]):
+            continue
+        participle = other[index[verb.pos]]
+        if participle.low == verb.low:  # "reset", "cut": a passive only after "be"
+            aux = passive[1].low
+            if not (aux in _BE or (aux in ("can", "could") and "be" in (t.low for t in passive))):
+                continue
+        elif not _past_form(participle.low):
+            continue
+        if any(t.low == "by" or t.low in _OBJECT_PRONOUNS for t in passive):
+            continue
+        return True
     return False
 
 
@@ -2691,6 +2730,9 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         return Difference("order", turned_doer[0], turned_doer[1], True)
     free = _moves.detached(sq, sc) | derived
     crossed = _moves.inversions(sq, sc, frozenset(meaningful), frozenset(free))
+    doer = _doer_fronted(((sq, kq), (sc, kc)))
+    if doer is not None:
+        return Difference("order", doer[0], doer[1], True)
     voice = _voice(sq, kq, sc, kc)
     if voice == "swapped":
         return Difference("order", "by … (passive)", "… (active)", True)
@@ -2705,6 +2747,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         and not _genitive_turned(((sq, kq), (sc, kc)), (a, b))
         and not _doer_after_noun(((sq, kq), (sc, kc)), (a, b), derived)
         and not _extraposed(((sq, kq), (sc, kc)), (a, b))
+        and not _object_fronted(((sq, kq), (sc, kc)), (a, b))
     ]
     if not crossed or voice == "changed" or _possessive_explains(q, c):
         return None
@@ -2838,6 +2881,91 @@ def _extraposed(
         if predicate is not None and theirs[v].low.endswith("ing") and v < ko.index(predicate):
             return True
     return False
+
+
+# the most words between a fronted object and its "to" ("Is ibuprofen *ok* to take",
+# "Is Python *really hard* to learn")
+_FRONTED_GAP = 3
+
+
+def _object_fronted(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+    pair: tuple[str, str],
+) -> bool:
+    """The object of a "to" clause (or a gerund) said first, as the subject, on one
+    side, after "it" and the verb on the other, the two crossed words one of that object
+    and one of the predicate or the verb: "Is *ibuprofen* ok *to take* with coffee?" /
+    "Is it safe *to take ibuprofen* with coffee?", "Is tap water safe to drink?" / "Is
+    it safe to drink tap water?", "Is a used car worth buying?" / "Is it worth buying a
+    used car?". The object is the run of content words right after the verb on the
+    "it" side, all of it before the verb on the other: "Is the dog safe to leave with
+    the cat?" / "Is it safe to leave the cat with the dog?" and "Is the meat safe to eat
+    raw?" / "Is it safe to eat raw meat?" stay crossed."""
+    for (one, kept), (other, theirs) in (sides, sides[::-1]):
+        ka, ko = one.keys, other.keys
+        if "it" not in ka or "it" in ko:
+            continue
+        i = ka.index("it")
+        v = next(
+            (
+                x + (ka[x] == "to")
+                for x in range(i + 2, min(i + 6, len(ka) - 1))
+                if ka[x] == "to" or kept[x].low.endswith("ing")
+            ),
+            None,
+        )
+        if v is None:
+            continue
+        y = v + 1
+        while y < len(ka) and kept[y].low in _NOUN_PARTICLES:  # "pick *up* Spanish"
+            y += 1
+        if y < len(ka) and kept[y].low in _SUBJECT_DETERMINERS:  # "eat *this* mushroom"
+            y += 1
+        obj = []
+        while y < len(ka) and kept[y].content:
+            obj.append(ka[y])
+            y += 1
+        moved = set(ka[i + 1 : v]) | {ka[v]}  # the predicate and the verb
+        a, b = pair
+        if not obj or not ((a in obj and b in moved) or (b in obj and a in moved)):
+            continue
+        if ka[v] not in ko or any(w not in ko for w in obj):
+            continue
+        last, w = max(ko.index(o) for o in obj), ko.index(ka[v])
+        gerund = theirs[w].low.endswith("ing")
+        if not (last < w <= last + _FRONTED_GAP + 2 and (ko[w - 1] == "to" or gerund)):
+            continue
+        if all(t.low not in lx.NEGATIONS for t in theirs[last + 1 : w]):
+            return True
+    return False
+
+
+def _doer_fronted(
+    sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
+) -> tuple[str, str] | None:
+    """A doer after "for" in a "to" clause with no object ("Is it hard *for the teacher*
+    to please?": the teacher pleases) said first on the other side, where it is the
+    one the act is done to ("Is *the teacher* hard to please?": the teacher is
+    pleased). The two shown, as each side has them; None when the roles hold."""
+    for (one, kept), (other, _) in (sides, sides[::-1]):
+        ka, ko = one.keys, other.keys
+        if "it" not in ka or "for" not in ka or "it" in ko:
+            continue
+        f = ka.index("for")
+        to = next((x for x in range(f + 2, min(f + 6, len(ka) - 1)) if ka[x] == "to"), None)
+        if to is None or ka.index("it") > f:
+            continue
+        doer = [ka[y] for y in range(f + 1, to) if kept[y].content]
+        verb = ka[to + 1]
+        if not doer or any(kept[y].content for y in range(to + 2, len(ka))):
+            continue  # the act's object is said: "for beginners to learn Rust"
+        if verb not in ko or any(d not in ko for d in doer):
+            continue
+        w, first = ko.index(verb), min(ko.index(d) for d in doer)
+        if first < w and ko[w - 1] == "to" and "for" not in ko[first - 1 : first]:
+            shown = (f"for {' '.join(doer)} to {verb}", f"{' '.join(doer)} … to {verb}")
+            return shown if one is sides[0][0] else (shown[1], shown[0])
+    return None
 
 
 def _in_one_phrase(between: list[_Tok]) -> bool:
