@@ -190,6 +190,8 @@ def _intent(words: Sequence[str], i: int) -> bool:
 # or "what ... do/be done" before it: "how much can I", "how long should I" ask a limit or
 # a recommendation, and a polar "Can I ...?" / "Must I ...?" asks the modality itself.
 _AGENTS = frozenset({"i", "we", "you", "one", "someone", "somebody", "people", "they"})
+# what a question of means may ask for after "what": "What *steps* should I take to ...?"
+_STEPS = frozenset("steps step actions action measures".split())
 
 
 def _means(words: Sequence[str], i: int) -> bool:
@@ -199,21 +201,27 @@ def _means(words: Sequence[str], i: int) -> bool:
     before, after = words[i - 1], words[i + 1]
     if before == "how":
         return after in _AGENTS and (i < 2 or words[i - 2] not in ("know", "matter"))
+    rest = words[i + 2 : i + 4]
+    if before in _STEPS and i >= 2 and words[i - 2] == "what":  # "What steps should I take"
+        return after in _AGENTS and rest[:1] in (["do"], ["take"], ["follow"])
     if before != "what":
         return False
-    rest = words[i + 2 : i + 4]
     return (after in _AGENTS and rest[:1] == ["do"]) or (after == "be" and rest[:1] == ["done"])
 
 
 def _means_phrase(words: Sequence[str], i: int) -> bool:
-    """ "What do I need to do to ...?", "What do we have to do to ...?": the two-word
-    modal at ``i`` in a question of means (see :func:`_means`)."""
+    """ "What do I need to do to ...?", "What do we have to do to ...?", "What steps do
+    I need to take to ...?": the two-word modal at ``i`` in a question of means (see
+    :func:`_means`)."""
+    if i < 3 or words[i - 2] not in ("do", "does") or words[i - 1] not in _AGENTS:
+        return False
+    if words[i - 3] == "what":
+        return words[i + 2 : i + 3] == ["do"]
     return (
-        i >= 3
-        and words[i - 3] == "what"
-        and words[i - 2] in ("do", "does")
-        and words[i - 1] in _AGENTS
-        and words[i + 2 : i + 3] == ["do"]
+        i >= 4
+        and words[i - 4] == "what"
+        and words[i - 3] in _STEPS
+        and words[i + 2 : i + 3] in (["do"], ["take"], ["follow"])
     )
 
 

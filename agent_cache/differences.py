@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import threading
@@ -1988,8 +1989,11 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     diffs += _direction_differences(q, c, left_q, left_c, pairs)
     diffs += _negation_moved(q, c, pairs) + _requests_added(q, c, pairs)
 
-    uq = [t for t in left_q if t.content and t.low not in lx.FILLER]
-    uc = [t for t in left_c if t.content and t.low not in lx.FILLER]
+    # the words of a frame around the act: "I'm *trying* to ...", "What *steps* should I
+    # *take* to ...?" against "How do I ...?"
+    intent = _wish_frame(q, c, pairs) or _steps_frame(q, c)
+    uq = [t for t in left_q if t.content and t.low not in lx.FILLER and id(t) not in intent]
+    uc = [t for t in left_c if t.content and t.low not in lx.FILLER and id(t) not in intent]
     shared = sum(1 for i in pairs if q[i].content)
     frame = _asked_frame(q, c, uq, uc, pairs)  # "How tall is X?" / "What is the height of X?"
     if frame is not None:
@@ -2070,6 +2074,7 @@ def _reframed(
         or _voice_reframed(q, c, pairs)
         or _told_frame(q, c)
         or _way_passive(q, c, pairs)
+        or _wish_frame(q, c, pairs) is not None
     )
 
 
@@ -2099,6 +2104,8 @@ _GENERIC_DOERS = frozenset("i you we one people".split())
 # a person the act is done to or for: a passive holding one says who, not how
 _OBJECT_PRONOUNS = frozenset("me us you him her them".split())
 _HOW_AUXILIARIES = frozenset("do does can could".split())
+# "How *should* I store insulin?": every modal after a bare "how" asks the way
+_WAY_AUXILIARIES = _HOW_AUXILIARIES | frozenset("should would".split())
 
 
 def _way_passive(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
@@ -2130,6 +2137,93 @@ def _way_passive(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
             continue
         return True
     return False
+
+
+# what the asker says they mean to do, before "to" and the act: "I *want* to", "I'd
+# *like* to", "I'm *trying* to", "*looking* to", "we *need* to"
+_WISHES = frozenset("want need like trying looking wish hoping".split())
+_WISH_GLUE = frozenset("am would really just".split())
+
+
+def _steps_frame(q: list[_Tok], c: list[_Tok]) -> set[int]:
+    """The ids of the frame's words when one side asks the steps to a goal ("What steps
+    should I take to ...?", :func:`_steps_taken`) and the other "How do I ...?"."""
+    for one, other in ((q, c), (c, q)):
+        if _opener(other) == "how" and _asks_manner(other):
+            found = _steps_taken(one)
+            if found:
+                return found
+    return set()
+
+
+# words a request to be told the way may hold before "how to": "Can you *explain* how
+# to ...", "Could someone *show* me how to ...", "*Wondering* how to ...", "*Any idea*
+# how to ..."
+_TELLING = frozenset(
+    """explain tell show teach know idea clue wondering wonder forgot forget remind
+    someone somebody anyone anybody you me us i can could would will please any do does
+    kindly""".split()
+)
+_WAY_TO = frozenset({"way", "ways"})
+
+
+def _wished_act(toks: list[_Tok]) -> tuple[set[int], _Tok] | None:
+    """(the ids of the frame's words, the act) of a statement of intent or a request to
+    be told a way: "I'd *like* to *cancel* my order", "*trying* to *reset* my password",
+    "Can you help me *change* my email?", "Can you *explain* how to *reset* ...",
+    "What's the best way to *reset* ...", "Is there a way I can *reset* ..."; or None."""
+    words = _asked(toks)
+    low = [t.low for t in words]
+    k = 1 if low[:1] in (["i"], ["we"]) else 0
+    while k < len(low) and low[k] in _WISH_GLUE:
+        k += 1
+    if k + 2 < len(low) and low[k] in _WISHES and low[k + 1] == "to":
+        return ({id(words[k])}, words[k + 2]) if (k or low[k] != "like") else None
+    helped = next(
+        (x for x in range(min(4, len(low) - 2)) if low[x : x + 2] == ["help", "me"]), None
+    )
+    if helped is not None and low[:helped] in ([], ["can", "you"], ["could", "you"], ["please"]):
+        return set(), words[helped + 2]
+    how = next((x for x in range(1, min(7, len(low) - 2)) if low[x : x + 2] == ["how", "to"]), None)
+    if how is not None and all(w in _TELLING for w in low[:how]):
+        return {id(t) for t in words[:how]}, words[how + 2]
+    way = next((x for x in range(1, min(7, len(low) - 2)) if low[x] in _WAY_TO), None)
+    if way is None:
+        return None
+    before, after = low[:way], low[way + 1 : way + 4]
+    if before[:1] == ["what"] and all(t.low in lx.FILLER or not t.content for t in words[1:way]):
+        return (set(), words[way + 2]) if after[:1] == ["to"] else None
+    if before in (["is", "there", "a"], ["is", "there", "any"]):
+        if after[:1] == ["to"]:
+            return set(), words[way + 2]
+        if after[:2] in (["i", "can"], ["we", "can"]) and len(after) == 3:
+            return set(), words[way + 3]
+    return None
+
+
+def _asked_act(toks: list[_Tok]) -> _Tok | None:
+    """The act a "how do I ...?" question asks the way of ("How do I *cancel* ...",
+    "how to *reset* ..."), or None."""
+    words = _asked(toks)
+    low = [t.low for t in words]
+    if low[:2] == ["how", "to"] and len(low) > 2:
+        return words[2]
+    if len(low) > 3 and low[0] == "how" and low[1] in _WAY_AUXILIARIES:
+        return words[3] if low[2] in ("i", "we") else None
+    return None
+
+
+def _wish_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> set[int] | None:
+    """What the asker means to do said as a statement on one side ("I'd like to cancel
+    my order", "trying to reset my password", "Can you help me change my email?"), its
+    way asked on the other ("How do I cancel my order?"): the same act, the same
+    answer. The ids of the word of intent (said to no end beside the question), or None
+    when there is no such pair; the two acts must be one word aligned."""
+    for one, other, index in ((q, c, pairs), (c, q, {j: i for i, j in pairs.items()})):
+        wished, asked = _wished_act(one), _asked_act(other)
+        if wished is not None and asked is not None and index.get(wished[1].pos) == asked.pos:
+            return wished[0]
+    return None
 
 
 def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
@@ -3376,7 +3470,26 @@ def _asks_what_to_do(toks: list[_Tok]) -> bool:
     words = [t.low for t in _asked(toks)]
     if words[:1] != ["what"]:
         return False
-    return any(words[k : k + 2] == ["do", "to"] for k in range(2, min(len(words) - 2, 7)))
+    if any(words[k : k + 2] == ["do", "to"] for k in range(2, min(len(words) - 2, 7))):
+        return True
+    return bool(_steps_taken(toks))
+
+
+def _steps_taken(toks: list[_Tok]) -> set[int]:
+    """The ids of the frame's words in "What *steps* should I *take* to ...?", "What
+    *action* do I need to *take* to ...?", "What *steps* do I *follow* to ...?" (the
+    steps to a goal, asked as "How do I ...?" is); empty for any other question."""
+    words = _asked(toks)
+    low = [t.low for t in words]
+    if low[:1] != ["what"] or low[1:2] not in ([s] for s in _STEP_NOUNS):
+        return set()
+    for k in range(3, min(len(low) - 2, 8)):
+        if low[k] in ("take", "follow") and low[k + 1] == "to":
+            return {id(words[1]), id(words[k])}
+    return set()
+
+
+_STEP_NOUNS = frozenset("steps step actions action measures".split())
 
 
 def _asks_for_a_way(toks: list[_Tok]) -> bool:
@@ -3680,6 +3793,18 @@ def _surface_differences(q: list[_Tok], c: list[_Tok]) -> list[Difference]:
     return diffs
 
 
+_SOMEONE = frozenset("someone somebody anyone anybody everyone everybody".split())
+
+
+def _someone_else(toks: list[_Tok]) -> str:
+    """ "someone else" (anybody else, ...) when the text names a person other than the
+    asker that way; "" when it does not."""
+    for a, b in itertools.pairwise(toks):
+        if a.low in _SOMEONE and b.low == "else":
+            return f"{a.text} {b.text}"
+    return ""
+
+
 def _unmatched_differences(
     q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: list[_Tok]
 ) -> list[Difference]:
@@ -3705,6 +3830,9 @@ def _unmatched_differences(
                 )
 
     out += _compound_qualifiers(q, c, left_q, left_c)
+    eq, ec = _someone_else(q), _someone_else(c)
+    if eq != ec:  # "reset *someone else's* password" / "reset my password"
+        out.append(Difference("audience", eq, ec, True))
     aud_q, aud_c = _audience(left_q, q), _audience(left_c, c)
     role_q = [t for t in left_q if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
     role_c = [t for t in left_c if any(m in lx.AUDIENCE for m in t.lemmas | {t.low})]
