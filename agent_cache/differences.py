@@ -1988,6 +1988,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     diffs += _unmatched_differences(q, c, left_q, left_c)
     diffs += _direction_differences(q, c, left_q, left_c, pairs)
     diffs += _negation_moved(q, c, pairs) + _requests_added(q, c, pairs)
+    diffs += _clause_doer(q, c, pairs)
 
     # the words of a frame around the act: "I'm *trying* to ...", "What *steps* should I
     # *take* to ...?" against "How do I ...?"
@@ -2296,18 +2297,30 @@ _DISCOURSE = lx.OPENERS | {"there", "quick", "question", "thanks", "thank", "you
 # ordinals that are also other words ("second" a unit of time, "first" an adverb): read
 # as numbers only against the other side's digits
 _ORDINAL_WORDS = {"first": "#1", "second": "#2"}
+# the words an ordinal that counts a noun comes after
+_COUNTED_AFTER = frozenset("a an the my your our their his her its this that".split())
 
 
 def _ordinals_read(q: list[_Tok], c: list[_Tok]) -> None:
     """Read "first" / "second" as the ordinal where the other side writes it in digits
     and does not also write the word: "the 1st step" / "the first step", "a 2nd-floor
-    office" / "a second-floor office"."""
+    office" / "a second-floor office"; and where the other side lacks the word and it
+    stands between a determiner and the noun it counts: "a *second* admin", "my *first*
+    payment" (not "wait a second", "first, ...")."""
     for one, other in ((q, c), (c, q)):
         digits = {t.number for t in other if t.kind == "num" and t.number}
         words = {t.low for t in other}
-        for t in one:
+        for k, t in enumerate(one):
             n = _ORDINAL_WORDS.get(t.low)
-            if n is not None and t.number is None and n in digits and t.low not in words:
+            if n is None or t.number is not None or t.low in words:
+                continue
+            counted = (
+                0 < k < len(one) - 1
+                and one[k - 1].low in _COUNTED_AFTER
+                and one[k + 1].content
+                and not one[k + 1].after_mark
+            )
+            if n in digits or counted:
                 t.number = n
 
 
@@ -2486,6 +2499,49 @@ _JOINERS = frozenset("and or also plus then".split())
 # words that point back to what the question is about: a clause holding one elaborates it
 # ("What is X, and how does *it* work?"), it does not ask about something new
 _ANAPHORS = frozenset("it its they them their theirs this that these those he him his she".split())
+
+
+# the asker as the doer of a clause: "if *I* damaged it"
+_CLAUSE_ASKERS = frozenset("i we".split())
+_GENERIC_ONES = frozenset("a an any one".split())
+# what may stand between a clause's doer and its verb: "if I *have* damaged it"
+_CLAUSE_GLUE = frozenset("have has had did do does was were am is are just accidentally".split())
+
+
+def _clause_doer(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> list[Difference]:
+    """The asker doing a clause's act on one side, someone named on the other: "Can I
+    get a refund if *I* damaged it?" / "... if *the courier* damaged it?", "What happens
+    if I cancel the order?" / "... if the seller cancels the order?". The same verb after
+    the same "if" (when, after, ...), a doer that is not the asker: another question. A
+    doer anyone may be ("if *a customer* cancels") is left to the rest of the analysis."""
+    back = {j: i for i, j in pairs.items()}
+    for one, other, index in ((q, c, pairs), (c, q, back)):
+        for k in range(len(one) - 2):
+            if one[k].low not in _SUBORDINATORS or one[k + 1].low not in _CLAUSE_ASKERS:
+                continue
+            v = k + 2
+            while v < len(one) and one[v].low in _CLAUSE_GLUE:
+                v += 1
+            j = index.get(v) if v < len(one) and one[v].content else None
+            if j is None:
+                continue
+            m = j - 1
+            while m > 0 and other[m].low in _CLAUSE_GLUE:
+                m -= 1
+            start = m
+            while start > 0 and other[start - 1].low not in _SUBORDINATORS:
+                start -= 1
+            if start == 0 or other[start - 1].low != one[k].low or start > m:
+                continue
+            doer = other[start : m + 1]
+            if doer[0].low in _GENERIC_ONES:
+                continue  # "if *a customer* cancels": anyone, the asker too
+            named = [t for t in doer if t.content and t.pos not in index.values()]
+            if named:
+                asker, said = one[k + 1].text, " ".join(t.text for t in doer)
+                shown = (asker, said) if one is q else (said, asker)
+                return [Difference("audience", shown[0], shown[1], True)]
+    return []
 
 
 def _requests_added(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> list[Difference]:
@@ -3845,6 +3901,12 @@ def _unmatched_differences(
     return out
 
 
+#: Content words one side adds, unexplained, from which the addition says more than the
+#: other side asks ("How do I share a folder *with the finance team members*?" / "How
+#: do I share a folder?"): a qualifier, refused, however close the cosine.
+ADDED_WORDS = 3
+
+
 def _unexplained(
     q: list[_Tok],
     c: list[_Tok],
@@ -3855,7 +3917,8 @@ def _unexplained(
     """What the unmatched content words say when nothing refused yet: one or two words
     swapped for others (a substitution), a qualifier one side adds to a near-identical
     question (:func:`_modifiers_added`; at most three words differ, all on that side),
-    or a detail."""
+    a phrase of :data:`ADDED_WORDS` content words or more on one side only (a qualifier
+    too), or a detail."""
     uq, uc = unmatched
     shared = any(q[i].content for i in aligned[0])
     if uq and uc and shared and len(uq) <= 2 and len(uc) <= 2:
@@ -3866,6 +3929,9 @@ def _unexplained(
     one_sided = bool(nq) != bool(nc) and not (uq and uc)
     if one_sided and len({id(t) for t in uq + uc + nq + nc}) <= 3:
         out.append(_diff("qualifier", [t.text for t in nq], [t.text for t in nc]))
+    elif bool(uq) != bool(uc) and len(uq or uc) >= ADDED_WORDS:
+        # three words or more on one side only: a phrase that says more than the other
+        out.append(_diff("qualifier", [t.text for t in uq], [t.text for t in uc]))
     if uq or uc:
         out.append(_diff("detail", [t.text for t in uq], [t.text for t in uc], False))
     return out
