@@ -2148,9 +2148,10 @@ _WISH_GLUE = frozenset("am would really just".split())
 
 def _steps_frame(q: list[_Tok], c: list[_Tok]) -> set[int]:
     """The ids of the frame's words when one side asks the steps to a goal ("What steps
-    should I take to ...?", :func:`_steps_taken`) and the other "How do I ...?"."""
+    should I take to ...?", :func:`_steps_taken`) and the other "How do I ...?" or "Is
+    there a way to ...?"."""
     for one, other in ((q, c), (c, q)):
-        if _opener(other) == "how" and _asks_manner(other):
+        if (_opener(other) == "how" and _asks_manner(other)) or _asks_for_a_way(other):
             found = _steps_taken(one)
             if found:
                 return found
@@ -3420,7 +3421,7 @@ def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: lis
     its process ("What's the process for requesting time off?", "What are the steps to
     reset my router?": a left-over process noun on a side that opens with "what" or
     "which") or whether there is a way (:func:`_asks_for_a_way`), against a "how do I"
-    question."""
+    question; or the steps to a goal against whether there is a way to it."""
     for one, other, left in ((q, c, left_c), (c, q, left_q)):
         if not (_opener(one) == "how" and _asks_manner(one)):
             continue
@@ -3428,7 +3429,8 @@ def _process_frame(q: list[_Tok], c: list[_Tok], left_q: list[_Tok], left_c: lis
             return True
         if _asks_for_a_way(other) or _asks_what_to_do(other):
             return True
-    return False
+    # "What do I need to do to ...?" / "Is there a way to ...?": no "how", one way
+    return any(_asks_what_to_do(one) and _asks_for_a_way(other) for one, other in ((q, c), (c, q)))
 
 
 # nouns that name the way in a question with no "how" or "what" of its own: "Router

@@ -43,6 +43,9 @@ SAME = [
     ("What's the best way to reset my password?", "How do I reset my password?"),
     ("What's the best way to store insulin?", "How should I store insulin?"),
     ("Is there a way I can see who viewed my profile?", "How do I see who viewed my profile?"),
+    # two frames without "how": the steps to a goal and whether there is a way to it
+    ("What do I need to do to cancel my order?", "Is there a way to cancel my order?"),
+    ("What steps do I take to cancel my order?", "Is there a way to cancel my order?"),
 ]
 DIFFERENT = [
     ("I'd like to cancel my order", "How do I track my order?"),
@@ -64,6 +67,7 @@ DIFFERENT = [
     ("What is the cheapest way to ship a package?", "How do I ship a package?"),
     ("Do you know how long it takes to reset my password?", "How do I reset my password?"),
     ("Is there a way to reset my password?", "How do I change my password?"),
+    ("What steps do I take to cancel my order?", "Is there a way to track my order?"),
 ]
 
 
