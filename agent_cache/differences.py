@@ -1333,13 +1333,25 @@ def _match_joined(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
             if run is None:
                 continue
             hyphenated = run[0].compound > 0 and all(t.compound == run[0].compound for t in run)
-            if hyphenated or all(t.text[:1].isupper() for t in run):
+            if hyphenated or all(t.text[:1].isupper() for t in run) or _phrasal_joined(run, y):
                 for t in (*run, y):
                     t.used = True
                 joiner = "-" if hyphenated else " "
                 found.append(Difference("typo", joiner.join(t.text for t in run), y.text, False))
                 break
     return found
+
+
+def _phrasal_joined(run: list[_Tok], y: _Tok) -> bool:
+    """A verb and its particle written as one word, a word of its own: "back up" /
+    "backup", "set up" / "setup", "check out" / "checkout" ("paid over time" is no
+    verb and particle of "overtime")."""
+    return (
+        len(run) == 2
+        and run[1].low in _NOUN_PARTICLES | {"in"}
+        and "VERB" in _readings(run[0].low)
+        and _Dictionary.frequency(y.low) > 0
+    )
 
 
 def _same_letters(x: _Tok, y: _Tok) -> bool:
