@@ -585,7 +585,8 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
         "(hand-written, ten domains; 12 of 196 traps served on first contact, then used "
         "to find that session's mechanisms) and `trap_pairs_generated.jsonl` (generated "
         "from base questions by a grammar of perturbations; 17 of 250 served on first "
-        "contact, kept out of the development loop). Traps served (lower is better):",
+        "contact, its texts kept out of the development loop; the shapes of the 5 still "
+        "served on 2026-12-07 prompted three refusals). Traps served (lower is better):",
         "",
     ]
     lines += _kind_table(contenders, suites, trap_kinds, "refuse")
