@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from agent_cache import lexicon as lx
 
-__all__ = ["MODAL_PREDICATES", "ONCE_SUBJECTS", "QUANTIFIERS", "frame_differences"]
+__all__ = ["MODAL_PREDICATES", "ONCE_SUBJECTS", "QUANTIFIERS", "STEP_NOUNS", "frame_differences"]
 
 _MODAL_PHRASES: dict[tuple[str, ...], str] = {
     ("have", "to"): "obligation",
@@ -191,7 +191,7 @@ def _intent(words: Sequence[str], i: int) -> bool:
 # a recommendation, and a polar "Can I ...?" / "Must I ...?" asks the modality itself.
 _AGENTS = frozenset({"i", "we", "you", "one", "someone", "somebody", "people", "they"})
 # what a question of means may ask for after "what": "What *steps* should I take to ...?"
-_STEPS = frozenset("steps step actions action measures".split())
+STEP_NOUNS = frozenset("steps step actions action measures".split())
 
 
 def _means(words: Sequence[str], i: int) -> bool:
@@ -202,7 +202,7 @@ def _means(words: Sequence[str], i: int) -> bool:
     if before == "how":
         return after in _AGENTS and (i < 2 or words[i - 2] not in ("know", "matter"))
     rest = words[i + 2 : i + 4]
-    if before in _STEPS and i >= 2 and words[i - 2] == "what":  # "What steps should I take"
+    if before in STEP_NOUNS and i >= 2 and words[i - 2] == "what":  # "What steps should I take"
         return after in _AGENTS and rest[:1] in (["do"], ["take"], ["follow"])
     if before != "what":
         return False
@@ -220,7 +220,7 @@ def _means_phrase(words: Sequence[str], i: int) -> bool:
     return (
         i >= 4
         and words[i - 4] == "what"
-        and words[i - 3] in _STEPS
+        and words[i - 3] in STEP_NOUNS
         and words[i + 2 : i + 3] in (["do"], ["take"], ["follow"])
     )
 

@@ -58,7 +58,13 @@ from typing import Any
 
 from agent_cache import _moves
 from agent_cache import lexicon as lx
-from agent_cache._frames import MODAL_PREDICATES, ONCE_SUBJECTS, QUANTIFIERS, frame_differences
+from agent_cache._frames import (
+    MODAL_PREDICATES,
+    ONCE_SUBJECTS,
+    QUANTIFIERS,
+    STEP_NOUNS,
+    frame_differences,
+)
 
 __all__ = ["REASONS", "Analysis", "Difference", "analyze", "shared_ends"]
 
@@ -2002,11 +2008,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     diffs += _negation_moved(q, c, pairs) + _requests_added(q, c, pairs)
     diffs += _clause_doer(q, c, pairs)
 
-    # the words of a frame around the act: "I'm *trying* to ...", "What *steps* should I
-    # *take* to ...?" against "How do I ...?"
-    intent = _wish_frame(q, c, pairs) or _steps_frame(q, c)
-    uq = [t for t in left_q if t.content and t.low not in lx.FILLER and id(t) not in intent]
-    uc = [t for t in left_c if t.content and t.low not in lx.FILLER and id(t) not in intent]
+    wished = _wish_frame(q, c, pairs)  # "I'm *trying* to ..." / "How do I ...?"
+    uq, uc = _unmatched_content(left_q, left_c, wished or _steps_frame(q, c))
     shared = sum(1 for i in pairs if q[i].content)
     frame = _asked_frame(q, c, uq, uc, pairs)  # "How tall is X?" / "What is the height of X?"
     if frame is not None:
@@ -2028,7 +2031,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     diffs.sort(key=lambda d: (not d.refuses, order.get(d.kind, len(order))))
     same = equivalent and shared > 0
     blocked = same or lexical or uq or uc or repeats or any(d.refuses for d in diffs)
-    reworded = not blocked and shared >= 2 and _reframed(q, c, pairs, (left_q, left_c), frame)
+    reworded = not blocked and shared >= 2
+    reworded = reworded and (wished is not None or _reframed(q, c, pairs, (left_q, left_c), frame))
     read = _read_as(q, c, diffs, aside | {id(t) for t in said})
     return Analysis(
         query,
@@ -2071,6 +2075,19 @@ def _read_aligned(
     return q, c, pairs, notes
 
 
+def _unmatched_content(
+    left_q: list[_Tok], left_c: list[_Tok], framed: set[int]
+) -> tuple[list[_Tok], list[_Tok]]:
+    """The content words left unmatched on each side, filler and the words of a frame
+    around the act (``framed``: "I'm *trying* to ...", "What *steps* should I *take* to
+    ...?" against "How do I ...?") left out."""
+    q, c = (
+        [t for t in left if t.content and t.low not in lx.FILLER and id(t) not in framed]
+        for left in (left_q, left_c)
+    )
+    return q, c
+
+
 def _reframed(
     q: list[_Tok],
     c: list[_Tok],
@@ -2079,7 +2096,9 @@ def _reframed(
     frame: Difference | None,
 ) -> bool:
     """The same words asked in another frame: a duration or an attribute
-    (:func:`_asked_frame`), a verb as its noun, or a process against "how do I"."""
+    (:func:`_asked_frame`), a verb as its noun, a process against "how do I", the
+    voice changed, a request to be told a thing, the way asked in the passive (what the
+    asker means to do, :func:`_wish_frame`, is read once by the caller)."""
     return (
         frame is not None
         or _nominalization_frame(q, c, pairs)
@@ -2087,7 +2106,6 @@ def _reframed(
         or _voice_reframed(q, c, pairs)
         or _told_frame(q, c)
         or _way_passive(q, c, pairs)
-        or _wish_frame(q, c, pairs) is not None
     )
 
 
@@ -2113,7 +2131,7 @@ def _told_frame(q: list[_Tok], c: list[_Tok]) -> bool:
 
 
 # who asks the way of an act in the active voice: the asker, or anyone
-_GENERIC_DOERS = frozenset("i you we one people".split())
+_GENERIC_DOERS = _ASKERS | {"people"}
 # a person the act is done to or for: a passive holding one says who, not how
 _OBJECT_PRONOUNS = frozenset("me us you him her them".split())
 _HOW_AUXILIARIES = frozenset("do does can could".split())
@@ -3551,15 +3569,12 @@ def _steps_taken(toks: list[_Tok]) -> set[int]:
     steps to a goal, asked as "How do I ...?" is); empty for any other question."""
     words = _asked(toks)
     low = [t.low for t in words]
-    if low[:1] != ["what"] or low[1:2] not in ([s] for s in _STEP_NOUNS):
+    if len(low) < 2 or low[0] != "what" or low[1] not in STEP_NOUNS:
         return set()
     for k in range(3, min(len(low) - 2, 8)):
         if low[k] in ("take", "follow") and low[k + 1] == "to":
             return {id(words[1]), id(words[k])}
     return set()
-
-
-_STEP_NOUNS = frozenset("steps step actions action measures".split())
 
 
 def _asks_for_a_way(toks: list[_Tok]) -> bool:
