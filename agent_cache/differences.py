@@ -359,6 +359,15 @@ def _antonyms() -> dict[str, frozenset[str]]:
     return _word_sets("wordnet_antonyms.txt.gz")
 
 
+@functools.lru_cache(maxsize=1)
+def _periods() -> frozenset[str]:
+    """The WordNet nouns that name a span of time other than a point of the calendar
+    or the clock (``data/wordnet_periods.txt.gz``, built by
+    ``scripts/build_wordnet_periods.py``): "vacation", "overtime", "probation". Empty
+    when the file is gone."""
+    return frozenset(_packaged_table("wordnet_periods.txt.gz"))
+
+
 def _action_noun(x: _Tok, y: _Tok) -> bool:
     """Whether one word is the other's action noun in WordNet, in either order."""
     table = _action_nouns()
@@ -2002,6 +2011,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     left_q, left_c, repeats = _without_repeats(q, c, left_q, left_c)
     if repeats:
         diffs.append(Difference("repeat", " ".join(t.text for t in repeats), "", False))
+    left_q, left_c, unit, units = _without_units(q, c, pairs, left_q, left_c)
+    diffs += unit
 
     diffs += _unmatched_differences(q, c, left_q, left_c)
     diffs += _direction_differences(q, c, left_q, left_c, pairs)
@@ -2017,13 +2028,13 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
         uq, uc = [], []
     if not any(d.refuses for d in diffs) and frame is None:
         diffs += _unexplained(q, c, (left_q, left_c), (set(pairs), matched_c), (uq, uc))
-
     aside = _preamble(q) | _preamble(c)  # "Hi! Quick question - ...": said to no end
     left_q, left_c = ([t for t in side if id(t) not in aside] for side in (left_q, left_c))
     said = [t for t in left_q + left_c if t.content and t.low in lx.FILLER]
     if said:
         diffs.append(Difference("filler", " ".join(t.text for t in said), "", False))
-    equivalent = not (uq or uc or said or repeats) and _same_words(q, c, diffs, left_q, left_c)
+    equivalent = not (uq or uc or said or repeats or units)
+    equivalent = equivalent and _same_words(q, c, diffs, left_q, left_c)
     # a WordNet synonym holds for some sense of each word, not surely this one: the pair
     # is "synonymous", left to the similarity and the model check
     lexical = any(d.kind == "lexical" for d in diffs)
@@ -2033,7 +2044,7 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     blocked = same or lexical or uq or uc or repeats or any(d.refuses for d in diffs)
     reworded = not blocked and shared >= 2
     reworded = reworded and (wished is not None or _reframed(q, c, pairs, (left_q, left_c), frame))
-    read = _read_as(q, c, diffs, aside | {id(t) for t in said})
+    read = _read_as(q, c, diffs, aside | units | {id(t) for t in said})
     return Analysis(
         query,
         candidate,
@@ -3765,6 +3776,79 @@ def _roles_swapped(q: list[_Tok], c: list[_Tok]) -> Difference | None:
 def _word_forms(t: _Tok) -> set[str]:
     """A word's lemmas, its lower-cased text and that without a plural "s" ("IITs")."""
     return set(t.lemmas) | {t.low, _singular(t.low)}
+
+
+def _without_units(
+    q: list[_Tok], c: list[_Tok], pairs: dict[int, int], left_q: list[_Tok], left_c: list[_Tok]
+) -> tuple[list[_Tok], list[_Tok], list[Difference], set[int]]:
+    """The left-over words without the units that measure a span (:func:`_span_units`),
+    their difference (none when there are none) and their ids."""
+    units = _span_units(q, c, pairs, left_q + left_c)  # "my overtime *hours*" / "overtime"
+    if not units:
+        return left_q, left_c, [], set()
+    gone = {id(t) for t in units}
+    shown = [" ".join(t.text for t in side if id(t) in gone) for side in (q, c)]
+    left_q, left_c = ([t for t in side if id(t) not in gone] for side in (left_q, left_c))
+    return left_q, left_c, [Difference("unit", shown[0], shown[1], False)], gone
+
+
+# units that measure a span: "vacation *days*", "overtime *hours*", "probation *period*"
+_SPAN_UNITS = frozenset(
+    {"time", "period", "periods"}
+    | {u + s for u in ("minute", "hour", "day", "week", "month", "year") for s in ("", "s")}
+)
+
+
+def _span_units(
+    q: list[_Tok], c: list[_Tok], pairs: dict[int, int], left: list[_Tok]
+) -> list[_Tok]:
+    """The left-over units after a word that names a span of time, matched on the other
+    side with no unit after it: "How do I log my overtime *hours*?" / "What's the
+    overtime logging process?", "vacation *days*" / "vacation". The span is counted in
+    its unit, not another thing. Not after a point of the calendar or the clock, whose
+    hours are opening hours ("holiday hours" / "holidays"), nor a unit itself."""
+    back = {j: i for i, j in pairs.items()}
+    out = []
+    for t in left:
+        if t.low not in _SPAN_UNITS or t.pos == 0:
+            continue
+        side, other, links = (q, c, pairs) if any(u is t for u in q) else (c, q, back)
+        span = side[t.pos - 1]
+        mate = links.get(span.pos)
+        if mate is None or not span.content or not _names_span(span):
+            continue
+        matched = set(links.values())
+        after = other[mate + 1] if mate + 1 < len(other) else None
+        if after is None or not (after.content or after.low in _SPAN_UNITS) or after.pos in matched:
+            out.append(t)  # not "overtime hours" / "overtime pay": another head
+            out += _counted_as_amount(side, other, span.pos, mate, left)
+    return out
+
+
+def _counted_as_amount(
+    side: list[_Tok], other: list[_Tok], at: int, mate: int, left: list[_Tok]
+) -> list[_Tok]:
+    """ "*many* vacation days" / "*much* vacation": the units counted, the span measured;
+    both words, left over, when they stand right before the span on each side."""
+    if at == 0 or mate == 0:
+        return []
+    many, much = side[at - 1], other[mate - 1]
+    if (many.low, much.low) != ("many", "much") or not all(
+        any(u is w for u in left) for w in (many, much)
+    ):
+        return []
+    return [many, much]
+
+
+def _names_span(t: _Tok) -> bool:
+    """A noun that names a span of time (:func:`_periods`), not one the frames read as a
+    time ("weekend", "summer", "Monday") nor a unit."""
+    forms = t.lemmas | {t.low}
+    if any(f in lx.TEMPORAL_WORDS or f in lx.WEEKDAYS or f in lx.MONTHS for f in forms):
+        return False
+    if any(_singular(f) in lx.TIME_UNITS or f in _SPAN_UNITS for f in forms):
+        return False
+    return bool(forms & _periods())
 
 
 def _without_repeats(
