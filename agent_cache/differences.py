@@ -2279,8 +2279,9 @@ def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool
     form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
-    found = _passive(sq, kq) or _passive(sc, kc)
-    return found is not None and found[1] is not None and _voice(sq, kq, sc, kc) == "changed"
+    found = _passive(sq, kq, q) or _passive(sc, kc, c)
+    voice = _voice((sq, kq, q), (sc, kc, c))
+    return found is not None and found[1] is not None and voice == "changed"
 
 
 def _same_words(
@@ -2925,7 +2926,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
     doer = _doer_fronted(((sq, kq), (sc, kc)))
     if doer is not None:
         return Difference("order", doer[0], doer[1], True)
-    voice = _voice(sq, kq, sc, kc)
+    voice = _voice((sq, kq, q), (sc, kc, c))
     if voice == "swapped":
         return Difference("order", "by … (passive)", "… (active)", True)
     if not crossed:
@@ -2934,7 +2935,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         (a, b)
         for a, b in crossed
         if not (_symmetric_near(sq, kq, (a, b)) or _symmetric_near(sc, kc, (a, b)))
-        and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b))
+        and not _compound_rewritten(((sq, kq), (sc, kc)), (a, b), (q, c))
         and not (_named_back(sq, kq, (a, b)) or _named_back(sc, kc, (a, b)))
         and not _genitive_turned(((sq, kq), (sc, kc)), (a, b))
         and not _doer_after_noun(((sq, kq), (sc, kc)), (a, b), derived)
@@ -2984,6 +2985,7 @@ _COMPOUND_PREPOSITIONS = frozenset("of for on in at from with".split())
 def _compound_rewritten(
     sides: tuple[tuple[_moves.Side, list[_Tok]], tuple[_moves.Side, list[_Tok]]],
     pair: tuple[str, str],
+    toks: tuple[list[_Tok], list[_Tok]],
 ) -> bool:
     """A noun compound on one side written with a preposition on the other: "my account
     password" / "the password for my account", "Windows Phone games" / "games for
@@ -2991,7 +2993,8 @@ def _compound_rewritten(
     (:func:`_split_as_object`). The two words stand in one run of content words ending
     in a noun (not a verb form: "my husband *listed*") on one side; on the other, the
     run's head part comes first, then a preposition (and a possessive), then its
-    modifier part."""
+    modifier part. A run that a noun left out of it follows ("the password *reset*
+    process", the way noun said nothing) ends in a noun whatever its last word is."""
     for k, ((one, kept), (other, _)) in enumerate((sides, sides[::-1])):
         i, j = sorted((one.keys.index(pair[0]), one.keys.index(pair[1])))
         inside = _compound_words(one, kept, other)
@@ -3004,7 +3007,9 @@ def _compound_rewritten(
             continue
         while hi > j and _past_form(kept[hi].low):
             hi -= 1  # "Is the Monday meeting *cancelled*?": the participle is no part of it
-        if "NOUN" not in _readings(kept[hi].low) or _past_form(kept[hi].low):
+        last = kept[hi]
+        nominal = "NOUN" in _readings(last.low) and not _past_form(last.low)
+        if not (nominal or _modifies_noun(last, toks[k])):
             continue
         for cut in range(i + 1, j + 1):  # modifier part [m, cut), head part [cut, h]
             for m in range(lo, i + 1):
@@ -3201,7 +3206,8 @@ def _compound_words(one: _moves.Side, kept: list[_Tok], other: _moves.Side) -> l
     phrasal noun between two content words when the other side has the same word and
     particle ("*time off* requests" / "request *time off*")."""
     pairs = set(zip(other.keys, other.keys[1:], strict=False))
-    out = [t.content or t.temporal is not None for t in kept]  # "Saturday hours"
+    # "Saturday hours"; not a preposition ("the photo upload *through* Google Drive")
+    out = [(t.content or t.temporal is not None) and t.low not in _PREPOSITIONS for t in kept]
     for x in range(1, len(kept) - 1):
         t = kept[x]
         if t.low in _NOUN_PARTICLES and out[x - 1] and kept[x + 1].content:
@@ -3216,7 +3222,17 @@ def _ends_noun_phrase(kept: list[_Tok], h: int) -> bool:
     if h + 1 >= len(kept):
         return True
     nxt = kept[h + 1]
-    return nxt.low not in _PERSON and not (nxt.content and nxt.pos > kept[h].pos + 1)
+    opens_object = nxt.content and nxt.low not in _PREPOSITIONS  # "... upload *through* X"
+    return nxt.low not in _PERSON and not (opens_object and nxt.pos > kept[h].pos + 1)
+
+
+# a closed class: a word of it opens a phrase of its own, never a verb's object
+_PREPOSITIONS = frozenset(
+    """about above across after against along amid among around at before behind below
+    beneath beside besides between beyond by despite during except for from in inside
+    into like near of off on onto outside over past per since through throughout till to
+    toward towards under underneath until upon via with within without""".split()
+)
 
 
 def _split_as_object(side: tuple[_moves.Side, list[_Tok]], verb: str, obj: list[str]) -> bool:
@@ -3655,9 +3671,12 @@ def _symmetric_near(side: _moves.Side, kept: list[_Tok], pair: tuple[str, str]) 
 _BE = frozenset("is are was were be been being am get gets got".split())
 
 
-def _passive(side: _moves.Side, kept: list[_Tok]) -> tuple[int, str | None] | None:
+def _passive(
+    side: _moves.Side, kept: list[_Tok], toks: list[_Tok]
+) -> tuple[int, str | None] | None:
     """The participle of a passive voice ("can the order *be shipped*") as (its index,
-    the key after "by" or None), or None."""
+    the key after "by" or None), or None. Not a participle that a noun follows in the
+    sentence (``toks``): "What is the password *reset* process ...?" names a process."""
     for i, t in enumerate(kept[:-1]):
         if t.low not in _BE:
             continue
@@ -3665,9 +3684,22 @@ def _passive(side: _moves.Side, kept: list[_Tok]) -> tuple[int, str | None] | No
             u = kept[j]
             if side.marks[j] or u.low in _BE:
                 break
-            if _past_form(u.low):
+            if _past_form(u.low) and not _modifies_noun(u, toks):
                 return j, _agent(side, kept, j)
     return None
+
+
+def _modifies_noun(t: _Tok, toks: list[_Tok]) -> bool:
+    """Whether the word right after ``t`` in its sentence is a noun that ``t`` modifies
+    ("the password *reset process*"), not a time or a name ("delivered *yesterday*")."""
+    nxt = toks[t.pos + 1] if t.pos + 1 < len(toks) else None
+    return (
+        nxt is not None
+        and nxt.content
+        and not nxt.entity
+        and not nxt.after_mark
+        and "NOUN" in _readings(nxt.low)
+    )
 
 
 @functools.lru_cache(maxsize=16384)
@@ -3694,13 +3726,17 @@ def _agent(side: _moves.Side, kept: list[_Tok], verb: int) -> str | None:
     )
 
 
-def _voice(sq: _moves.Side, kq: list[_Tok], sc: _moves.Side, kc: list[_Tok]) -> str:
+def _voice(
+    one: tuple[_moves.Side, list[_Tok], list[_Tok]],
+    other: tuple[_moves.Side, list[_Tok], list[_Tok]],
+) -> str:
     """``"changed"``: one side passive, the other active, the agent after "by" (if any)
     standing before the verb on the active side ("Why was my pod evicted by the
     kubelet?" / "Why did the kubelet evict my pod?"); ``"swapped"``: the agent is the
     active side's object ("Can I be sued by my employer?" / "Can I sue my employer?");
     ``""``: the same voice on both sides."""
-    pq, pc = _passive(sq, kq), _passive(sc, kc)
+    (sq, kq, q), (sc, kc, c) = one, other
+    pq, pc = _passive(sq, kq, q), _passive(sc, kc, c)
     if (pq is None) == (pc is None):
         return ""
     passive, active = (sq, sc) if pq is not None else (sc, sq)
