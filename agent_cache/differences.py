@@ -567,6 +567,10 @@ _SHORTHANDS = (
     (re.compile(r"(?<![\w/])w/o(?![\w/])", re.IGNORECASE), "without"),
     (re.compile(r"(?<![\w/])w/(?=\s)", re.IGNORECASE), "with"),
     (re.compile(r"(?<![\w/])b/c(?![\w/])", re.IGNORECASE), "because"),
+    # the clinical "-x" shorthands, not a model name ("the RX 580")
+    (re.compile(r"(?<![\w/])Rx(?![\w/])(?!\s*\d)", re.IGNORECASE), "prescription"),
+    (re.compile(r"(?<![\w/])Dx(?![\w/])(?!\s*\d)", re.IGNORECASE), "diagnosis"),
+    (re.compile(r"(?<![\w/])Tx(?![\w/])(?!\s*\d)", re.IGNORECASE), "treatment"),
     (re.compile(r"(?<![\w#])#(?=\s|$|[?.!,;:])"), "number"),
     # "my acct no.?", "policy No. 12345": "no." after a word, before a number or the end
     # (not "yes or no.")

@@ -1,6 +1,7 @@
 """Written shorthands and acronyms that leave out small words (issue 18: abbreviation
 pairs refused as a negation, "w/o" against "without", or left a word over, "PSI"
-matched to "per square inch" without "pounds"). Pairs written for this test."""
+matched to "per square inch" without "pounds"; "my Rx" read as a name). Pairs written
+for this test."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ SAME = [
     ),
     ("When is Dr. Smith available?", "When is Doctor Smith available?"),
     ("Is the Mt. Rainier trail open in winter?", "Is the Mount Rainier trail open in winter?"),
+    # the clinical "-x" shorthands (issue 18: "my Rx" was read as a name)
+    ("Can I refill my Rx online?", "Can I refill my prescription online?"),
+    ("What was my Dx at the last visit?", "What was my diagnosis at the last visit?"),
+    ("Is there a Tx for seasonal allergies?", "Is there a treatment for seasonal allergies?"),
 ]
 DIFFERENT = [
     ("Is C# faster than Java?", "Is C faster than Java?"),  # a name, not "number"
@@ -36,6 +41,8 @@ DIFFERENT = [
         "Can my landlord keep my deposit w/o an itemized list?",
         "Can my landlord keep my deposit with an itemized list?",
     ),
+    ("Does the RX 580 support ray tracing?", "Does the prescription 580 support ray tracing?"),
+    ("What was my Dx at the last visit?", "What was my Rx at the last visit?"),
 ]
 
 
