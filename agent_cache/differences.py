@@ -544,9 +544,12 @@ class _Tok:
     after_mark: bool = False  # a phrase mark (a comma, a full stop) comes right before
     after_stop: bool = False  # a sentence's end (. ? !) comes right before
     dotted: bool = False  # a short capitalized word closed by a full stop: "St.", "Dr."
+    verb: bool = False  # a function word used as a verb: "hard to *please*"
 
     @property
     def content(self) -> bool:
+        if self.verb:
+            return not self.used
         if self.acronym:
             return not self.used and self.temporal is None and self.number is None
         return (
@@ -656,6 +659,7 @@ def _tokenize(text: str, unmerged: frozenset[str] = frozenset()) -> list[_Tok]:
             _classify(tok, sentence_start and i == 0)
             toks.append(tok)
     _demote_title_case(toks)
+    _please_as_verb(toks)
     _respell_closed(toks)
     _read_numbers(toks)
     _read_temporal(toks)
@@ -663,6 +667,18 @@ def _tokenize(text: str, unmerged: frozenset[str] = frozenset()) -> list[_Tok]:
     for i, tok in enumerate(toks):
         tok.pos = i
     return toks
+
+
+def _please_as_verb(toks: list[_Tok]) -> None:
+    """ "please" after "to" and before no verb is the verb ("Is the teacher hard to
+    *please*?", "trying to please my boss"), not the courtesy ("Is it possible to please
+    cancel my order?", read past)."""
+    for i in range(1, len(toks)):
+        if toks[i].low != "please" or toks[i - 1].low != "to":
+            continue
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if nxt is None or nxt.kind == "sym" or nxt.after_mark or "VERB" not in _readings(nxt.low):
+            toks[i].verb = True
 
 
 def _closed_words() -> frozenset[str]:
@@ -2788,9 +2804,11 @@ def _move_side(toks: list[_Tok], aligned: dict[int, str]) -> tuple[_moves.Side, 
         if t.kind == "sym":
             mark = mark or t.low in _PHRASE_MARKS
             continue
-        if (t.used and t.temporal is None and t.number is None) or t.low in _ARTICLES:
+        if (t.used and t.temporal is None and t.number is None) or (
+            t.low in _ARTICLES and not t.verb
+        ):
             continue
-        if t.low in lx.FILLER and t.pos not in aligned:
+        if t.low in lx.FILLER and t.pos not in aligned and not t.verb:
             continue
         if t.low in _PERSON:
             key = "@" + _PERSON[t.low]
