@@ -192,6 +192,9 @@ DOMAINS_FILE = Path("tests/data/trap_pairs_domains.jsonl")
 #: domains, and generated from base questions by a grammar of perturbations.
 FRESH_FILE = Path("tests/data/trap_pairs_fresh.jsonl")
 GENERATED_FILE = Path("tests/data/trap_pairs_generated.jsonl")
+#: A third, written on 2026-12-07 by a helper that read none of our code or suites
+#: (twelve domains, realistic user messages); measured once, on first contact.
+UNSEEN_FILE = Path("tests/data/trap_pairs_unseen.jsonl")
 # the domain suite's families, under the names the other suites' columns use
 _DOMAIN_KIND = {
     "temporal-relation": "relation",
@@ -220,6 +223,9 @@ _DOMAIN_KIND = {
     "frame": "question form",
     "adverbial_move": "reorder",
     "passive-active": "reorder",
+    "role_swap": "order",
+    "question_form": "question form",
+    "context_sentence": "context",
 }
 #: The held-out paraphrase kinds and the grammar suite's surface rewrites, as one name each.
 _PARAPHRASE_KIND = {
@@ -232,8 +238,8 @@ _PARAPHRASE_KIND = {
 
 
 def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str, str, str]]:
-    """(suite, label, kind, stored, asked) for every pair of the four suites (the domain
-    suite is read from beside the held-out one)."""
+    """(suite, label, kind, stored, asked) for every pair of the suites (the domain,
+    fresh, generated and unseen suites are read from beside the held-out one)."""
     from agent_cache.bench.trap_grammar import pairs
 
     out = []
@@ -256,6 +262,7 @@ def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str
         ("domains", DOMAINS_FILE.name),
         ("fresh", FRESH_FILE.name),
         ("generated", GENERATED_FILE.name),
+        ("unseen", UNSEEN_FILE.name),
     ):
         path = held_out.parent / name if held_out is not None else None
         if path is None or not path.is_file():
@@ -566,7 +573,7 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
     para_kinds = sorted(x for x in keys if x.startswith("serve:") and ":suite:" not in x)
     suites = tuple(
         s
-        for s in ("traps", "grammar", "held-out", "domains", "fresh", "generated")
+        for s in ("traps", "grammar", "held-out", "domains", "fresh", "generated", "unseen")
         if f"refuse:suite:{s}" in keys
     )
     lines = [
@@ -586,7 +593,12 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
         "to find that session's mechanisms) and `trap_pairs_generated.jsonl` (generated "
         "from base questions by a grammar of perturbations; 17 of 250 served on first "
         "contact, its texts kept out of the development loop; the shapes of the 5 still "
-        "served on 2026-12-07 prompted three refusals). Traps served (lower is better):",
+        "served on 2026-12-07 prompted three refusals, and the shapes of its misses four "
+        "readings), and `trap_pairs_unseen.jsonl` (written on 2026-12-07 by a helper that "
+        "read none of our code or suites: twelve domains, realistic user messages, a "
+        "background sentence before the question among its paraphrase kinds; on first "
+        "contact 3 of 200 traps served, 113 of 160 paraphrases hit). Traps served (lower "
+        "is better):",
         "",
     ]
     lines += _kind_table(contenders, suites, trap_kinds, "refuse")

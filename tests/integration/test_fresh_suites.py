@@ -1,4 +1,4 @@
-"""Two suites written this session without reading our code (issue 18, point 5), each
+"""Suites written without reading our code (issue 18, point 5), each
 reported on its own, through the core on two stores and through both adapters:
 
 - ``tests/data/trap_pairs_fresh.jsonl``: 196 traps in 14 kinds and 140 paraphrases in 10
@@ -11,6 +11,10 @@ reported on its own, through the core on two stores and through both adapters:
   in twelve other domains by a grammar of slots x perturbations. It was kept out of
   the development loop (only its totals by kind were read): 17 traps served on first
   contact, 5 after this round's mechanisms.
+- ``tests/data/trap_pairs_unseen.jsonl`` (2026-12-07): 200 traps in 12 kinds and 160
+  paraphrases in 10 (among them a background sentence before the question), realistic
+  user messages over twelve domains, written by a helper that read none of our code or
+  suites. On first contact 3 traps were served and 113 paraphrases hit.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ DATA = Path(__file__).parents[1] / "data"
 SUITES = {
     "fresh": ("trap_pairs_fresh.jsonl", 0.01, 0.72),  # 0/196 served, 107/140 hit
     "generated": ("trap_pairs_generated.jsonl", 0.02, 0.70),  # 5/250 served, 110/150 hit
+    "unseen": ("trap_pairs_unseen.jsonl", 0.02, 0.68),  # 3/200 served, 113/160 hit
 }
 
 
