@@ -125,6 +125,7 @@ _SCOPE = {
     "single": "one",
     "only": "one",
     "some": "some",
+    "any": "some",  # "Do *any* of my credits transfer?": at least one, not all
     "several": "some",
     "few": "some",
     "many": "some",
@@ -375,8 +376,8 @@ def _scope(words: Sequence[str]) -> set[str]:
         cls = _SCOPE.get(w)
         if cls is None:
             continue
-        if w == "one" and i + 1 < len(words) and words[i + 1] in ("of", "another"):
-            continue  # "one of my", "one another"
+        if w == "one" and i + 1 < len(words) and words[i + 1] == "another":
+            continue  # "one another"
         if w in ("many", "much") and i and words[i - 1] in ("how", "how many", "how much"):
             continue  # "how many" asks a number: not a quantifier
         if w == "only" and not (i + 1 < len(words) and words[i + 1] in ("one", "a", "the")):

@@ -4125,8 +4125,7 @@ def _modifiers_added(toks: list[_Tok], aligned: set[int], left: list[_Tok]) -> l
         nxt = toks[t.pos + 1] if t.pos + 1 < len(toks) else None
         if nxt is None or nxt.pos not in aligned or not nxt.content or nxt.low in lx.FILLER:
             continue
-        heads = _readings(nxt.low)
-        if not (nxt.entity or nxt.kind == "ident" or "NOUN" in heads or not heads):
+        if not _narrows_noun(toks, nxt.pos, aligned):
             continue  # "does it *stay* open", "which *artist* painted": no noun narrowed
         if t.low.endswith("ly") or _readings(t.low) == {"ADV"} or t.low in _DETERMINERS:
             continue  # "quickly", "some", "any": no narrowing (scope is a frame of its own)
@@ -4137,6 +4136,21 @@ def _modifiers_added(toks: list[_Tok], aligned: set[int], left: list[_Tok]) -> l
             continue  # "earn money", "creating apps": an action ("a *service* dog" is not)
         out.append(t)
     return out
+
+
+def _narrows_noun(toks: list[_Tok], at: int, aligned: set[int]) -> bool:
+    """Whether the shared word at ``at`` heads a noun, or runs on through shared words
+    into one ("an accessible *parking permit*": "parking" reads only as a verb)."""
+    for k in range(at, len(toks)):
+        t = toks[k]
+        if k > at and (t.pos not in aligned or not t.content or t.after_mark):
+            return False
+        heads = _readings(t.low)
+        if t.entity or t.kind == "ident" or "NOUN" in heads or not heads:
+            return True
+        if "VERB" not in heads or not t.low.endswith("ing"):
+            return False  # only an -ing form runs on: "*parking* permit", "*hiking* boots"
+    return False
 
 
 _DETERMINERS = QUANTIFIERS | frozenset(

@@ -63,13 +63,16 @@ def test_a_content_swap_carries_its_spans_for_the_check_in_context() -> None:
     assert probe.bare_words() == ["pay", "cover"]
 
 
-def test_a_quantifier_swap_has_no_check_in_context() -> None:
-    # "all" / "any" is a scope (a frame), never one sense of two words
-    v = _refused(
-        "Can I delete all files in the folder?", "Can I delete any files in the folder?", 0.97
-    )
-    (probe,) = semantic.synonym_probes([v])
-    assert probe.spans is None and probe.context_items() == [] and probe.bare_words() == []
+def test_a_quantifier_swap_is_a_scope_the_model_check_never_sees() -> None:
+    # "all" / "any" is a scope (a frame), never one sense of two words: it was a
+    # substitution, and the sentence-level check served "Do all my credits transfer?"
+    # for "Do any of my credits transfer?" (the unseen suite, first contact)
+    query, stored = "Can I delete all files in the folder?", "Can I delete any files in the folder?"
+    analysis = analyze(query, stored)
+    assert analysis.reason == "scope", str(analysis)
+    cand = semantic.Candidate("id", "key", stored, 0.97)
+    v = semantic.Verdict(cand, "refused", "scope", 0.97, analysis)
+    assert semantic.synonym_probes([v]) == []
 
 
 def test_one_sense_in_context_explains_a_swap_that_moves_up_to_a_deletion() -> None:
