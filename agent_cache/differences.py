@@ -3841,7 +3841,7 @@ def _without_units(
 ) -> tuple[list[_Tok], list[_Tok], list[Difference], set[int]]:
     """The left-over words without the units that measure a span (:func:`_span_units`),
     their difference (none when there are none) and their ids."""
-    units = _span_units(q, c, pairs, left_q + left_c)  # "my overtime *hours*" / "overtime"
+    units = _span_units(q, c, pairs, (left_q, left_c))  # "my overtime *hours*" / "overtime"
     if not units:
         return left_q, left_c, [], set()
     gone = {id(t) for t in units}
@@ -3858,28 +3858,35 @@ _SPAN_UNITS = frozenset(
 
 
 def _span_units(
-    q: list[_Tok], c: list[_Tok], pairs: dict[int, int], left: list[_Tok]
+    q: list[_Tok], c: list[_Tok], pairs: dict[int, int], left: tuple[list[_Tok], list[_Tok]]
 ) -> list[_Tok]:
     """The left-over units after a word that names a span of time, matched on the other
     side with no unit after it: "How do I log my overtime *hours*?" / "What's the
     overtime logging process?", "vacation *days*" / "vacation". The span is counted in
     its unit, not another thing. Not after a point of the calendar or the clock, whose
     hours are opening hours ("holiday hours" / "holidays"), nor a unit itself."""
-    back = {j: i for i, j in pairs.items()}
+    every = left[0] + left[1]
     out = []
-    for t in left:
-        if t.low not in _SPAN_UNITS or t.pos == 0:
-            continue
-        side, other, links = (q, c, pairs) if any(u is t for u in q) else (c, q, back)
-        span = side[t.pos - 1]
-        mate = links.get(span.pos)
-        if mate is None or not span.content or not _names_span(span):
-            continue
+    for side, other, links, mine in (
+        (q, c, pairs, left[0]),
+        (c, q, {j: i for i, j in pairs.items()}, left[1]),
+    ):
         matched = set(links.values())
-        after = other[mate + 1] if mate + 1 < len(other) else None
-        if after is None or not (after.content or after.low in _SPAN_UNITS) or after.pos in matched:
-            out.append(t)  # not "overtime hours" / "overtime pay": another head
-            out += _counted_as_amount(side, other, span.pos, mate, left)
+        for t in mine:
+            if t.low not in _SPAN_UNITS or t.pos == 0:
+                continue
+            span = side[t.pos - 1]
+            mate = links.get(span.pos)
+            if mate is None or not span.content or not _names_span(span):
+                continue
+            after = other[mate + 1] if mate + 1 < len(other) else None
+            if (
+                after is None
+                or not (after.content or after.low in _SPAN_UNITS)
+                or after.pos in matched
+            ):
+                out.append(t)  # not "overtime hours" / "overtime pay": another head
+                out += _counted_as_amount(side, other, span.pos, mate, every)
     return out
 
 
