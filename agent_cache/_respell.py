@@ -10,8 +10,10 @@ likeliest dictionary word one edit away (a letter deleted, added, changed, or tw
 swapped). Each stored question counts at its better similarity. Stored questions are
 embedded as written: a brand the dictionary lacks ("venmo", "wifi", "json") would be
 respelled into another word ("venom", "wife", "son") and found by neither spelling.
-Only the search reads the respelling: the analysis still compares the two questions as
-written, so a respelling that lands on another word is refused there, not served.
+The analysis reads a respelling only for a word it could not align as written, and only
+when the respelled word then aligns with the other question ("purchse" / "buy": read
+"purchase", a synonym); a respelling that lands on another word is refused there, not
+served, and one that aligns nothing is not read at all.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import string
 
 from agent_cache.differences import _BARE_NOT, _TEXTING, _Dictionary
 
-__all__ = ["MAX_CHARS", "respelled"]
+__all__ = ["MAX_CHARS", "respelled", "respelling"]
 
 #: Texts longer than this are embedded as written (a pasted document: its names and
 #: jargon are not typos, and respelling it would cost time on every call).
@@ -133,17 +135,28 @@ def respelled(text: str, near: str = "") -> str | None:
 
     def fix(m: re.Match[str]) -> str:
         nonlocal changed
-        word = m.group(0)
-        if not _unknown(word) or any(_shortens(word, w) for w in theirs):
-            return word  # spelled right, the stored question's word, or short for one
-        if _written_so(word) or (near and _initials_in(word, near)):
-            return word  # shorthand, or an acronym of the stored question's words
-        close = sorted(_edits(word) & theirs)
-        better = close[0] if close else _respelling(word)
+        better = respelling(m.group(0), near, theirs)
         if better is None:
-            return word
+            return m.group(0)
         changed = True
         return better
 
     out = _WORD.sub(fix, text)
     return out if changed else None
+
+
+def respelling(word: str, near: str = "", theirs: frozenset[str] | None = None) -> str | None:
+    """The respelling of one lower-case ``word`` as :func:`respelled` reads it against
+    ``near`` (``theirs``: ``near``'s words of three letters or more, lower-cased);
+    None when it stays as written."""
+    if theirs is None:
+        theirs = frozenset(w.lower() for w in re.findall(r"[A-Za-z]{3,}", near))
+    if "-" in near:  # "wifi" against "Wi-Fi", "email" against "e-mail": written so
+        joined = re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)+", near)
+        theirs |= {w.replace("-", "").lower() for w in joined}
+    if not _unknown(word) or any(_shortens(word, w) for w in theirs):
+        return None  # spelled right, the stored question's word, or short for one
+    if _written_so(word) or (near and _initials_in(word, near)):
+        return None  # shorthand, or an acronym of the stored question's words
+    close = sorted(_edits(word) & theirs)
+    return close[0] if close else _respelling(word)

@@ -545,6 +545,7 @@ class _Tok:
     after_stop: bool = False  # a sentence's end (. ? !) comes right before
     dotted: bool = False  # a short capitalized word closed by a full stop: "St.", "Dr."
     verb: bool = False  # a function word used as a verb: "hard to *please*"
+    cut: bool = False  # the first word left after a part read past (courtesy, a greeting)
 
     @property
     def content(self) -> bool:
@@ -1413,9 +1414,15 @@ def _match_acronyms(side: list[_Tok], other: list[_Tok]) -> list[Difference]:
     for tok in side:
         if tok.used or not (2 <= len(tok.low) <= 6 and tok.low.isalnum()):
             continue
-        if tok.low in other_lows or not (tok.entity or _lower_acronym(tok)):
+        if tok.low in other_lows:
             continue
-        run = _spelled_by_initials(tok.low, other) or _camel_cased(tok.low, other)
+        if tok.entity or _lower_acronym(tok):
+            run = _spelled_by_initials(tok.low, other) or _camel_cased(tok.low, other)
+        elif _typed_lower(tok):  # "my atm pin" / "personal identification number"
+            run = _spelled_by_initials(tok.low, other)
+            run = run if len(run) == len(tok.low) else []
+        else:
+            continue
         if not run and tok.entity:
             own = frozenset(t.low for t in side)  # a word both sides hold spells nothing
             run = next(
@@ -1446,6 +1453,20 @@ def _lower_acronym(tok: _Tok) -> bool:
         and tok.low.isalpha()
         and tok.low not in lx.FUNCTION_WORDS
         and _Dictionary.frequency(tok.low) <= _RARE_AS_WORD
+    )
+
+
+def _typed_lower(tok: _Tok) -> bool:
+    """A word in lower case that may be an acronym typed so, however common as a word
+    ("hr", "pin", "pc"): it stands for a run only when that run's initials spell it,
+    one word to a letter."""
+    low = tok.low
+    return (
+        tok.kind == "word"
+        and tok.text.islower()
+        and 2 <= len(low) <= 5
+        and low.isalpha()
+        and low not in lx.FUNCTION_WORDS
     )
 
 
@@ -1931,7 +1952,8 @@ def _show(q: list[_Tok], key: str) -> str:
 def _uncapitalized(text: str) -> str:
     """``text`` lower-cased when nearly all its letters are capitals ("HOW DO I RESET MY
     PASSWORD"), else unchanged."""
-    letters = [ch for ch in text if ch.isalpha()]
+    words = (w for w in re.findall(r"[^\W\d_]+", text) if w.lower() not in _COURTESY)
+    letters = [ch for w in words for ch in w]  # "WHAT IS X thx": the thanks aside
     if len(letters) >= 8 and sum(ch.isupper() for ch in letters) >= 0.9 * len(letters):
         return text.lower()
     return text
@@ -2087,8 +2109,7 @@ def _read_aligned(
     an acount" (a typo)."""
 
     def read(unmerged: frozenset[str]) -> tuple[list[_Tok], list[_Tok]]:
-        q = _past_not_knowing(_past_apology(_past_courtesy(_tokenize(query, unmerged))))
-        c = _past_not_knowing(_past_apology(_past_courtesy(_tokenize(candidate, unmerged))))
+        q, c = (_question_part(_tokenize(text, unmerged)) for text in (query, candidate))
         _ordinals_read(q, c)
         return q, c
 
@@ -2103,7 +2124,53 @@ def _read_aligned(
     if alone:
         q, c = read(alone)
         pairs, notes = _align(q, c)
+    fixed = _misspelled(q, c, pairs, (query, candidate))
+    if fixed:  # "What's the process for rqeuesting time off?": read "requesting"
+        texts = (query, candidate)
+        query, candidate = (_respelled_words(text, fixed) for text in texts)
+        rq, rc = read(alone)
+        rpairs, rnotes = _align(rq, rc)
+        aligned = {rq[i].low for i in rpairs} | {rc[j].low for j in rpairs.values()}
+        kept = {word: better for word, better in fixed.items() if better in aligned}
+        if kept != fixed:  # a respelling that aligns nothing is a guess: the words as written
+            query, candidate = (_respelled_words(text, kept) for text in texts)
+            rq, rc = read(alone)
+            rpairs, rnotes = _align(rq, rc)
+        if kept:
+            q, c, pairs = rq, rc, rpairs
+            notes = rnotes + [Difference("typo", w, better, False) for w, better in kept.items()]
+            q[0].cut = c[0].cut = True
     return q, c, pairs, notes
+
+
+def _misspelled(
+    q: list[_Tok], c: list[_Tok], pairs: dict[int, int], texts: tuple[str, str]
+) -> dict[str, str]:
+    """The words left unaligned that the dictionary lacks, each to its likeliest
+    respelling against the other text (:func:`agent_cache._respell.respelling`: a word of
+    the other text one edit away first): "rqeuesting" / "request", "dferost" / "thaw"
+    ("defrost", then a synonym). The other passes matched every typo they could reach;
+    a respelling that lands on another word is a difference like any other."""
+    from agent_cache._respell import respelling  # it reads this module's dictionary
+
+    out: dict[str, str] = {}
+    for side, seen, near in ((q, set(pairs), texts[1]), (c, set(pairs.values()), texts[0])):
+        for t in side:
+            if t.pos in seen or t.kind != "word" or not t.text.islower() or not t.low.isalpha():
+                continue
+            better = respelling(t.low, near)
+            if better is not None and better != t.low:
+                out[t.text] = better
+    return out
+
+
+def _respelled_words(text: str, fixed: dict[str, str]) -> str:
+    """``text`` with the words of ``fixed`` respelled (whole words only)."""
+    if not fixed:
+        return text
+    words = "|".join(map(re.escape, sorted(fixed, key=len)[::-1]))
+    pattern = r"(?<![\w'’-])(" + words + r")(?![\w'’-])"
+    return re.sub(pattern, lambda m: fixed[m.group(1)], text)
 
 
 def _unmatched_content(
@@ -2289,6 +2356,17 @@ def _wish_frame(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> set[int]
     return None
 
 
+def _aligned_forms(q: list[_Tok], pairs: dict[int, int]) -> dict[int, str]:
+    """The key of each aligned query word for :mod:`agent_cache._moves`: its lemma, or
+    the word as written where two aligned words share a lemma ("https" / "http": the
+    lemma tables read one as the other's plural, and their order would not count)."""
+    form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
+    written: dict[str, set[str]] = {}
+    for i, f in form.items():
+        written.setdefault(f, set()).add(q[i].low)
+    return {i: q[i].low if len(written[f]) > 1 else f for i, f in form.items()}
+
+
 def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool:
     """One side passive with its agent named after "by", the other active with that
     agent before the verb: "Why was my pod evicted *by the kubelet*?" / "Why did *the
@@ -2296,7 +2374,7 @@ def _voice_reframed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> bool
     "Did I deliver the package?") leaves the doer open: not this frame."""
     if not any(t.low == "by" for t in (*q, *c)):
         return False  # no agent named: skip building the two sides
-    form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
+    form = _aligned_forms(q, pairs)
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
     found = _passive(sq, kq, q) or _passive(sc, kc, c)
@@ -2345,7 +2423,7 @@ def _read_as(
     for side, (toks, words) in enumerate(((q, {**respelled, **spelled}), (c, spelled))):
         for t in toks:
             word = words.get(t.low, t.text)
-            changed = changed or id(t) in dropped or word.lower() != t.low
+            changed = changed or id(t) in dropped or word.lower() != t.low or t.cut
             if id(t) not in dropped:
                 read[side].append(word)
     return (" ".join(read[0]), " ".join(read[1])) if changed else ("", "")
@@ -2388,9 +2466,12 @@ def _ordinals_read(q: list[_Tok], c: list[_Tok]) -> None:
 
 
 def _renumbered(rest: list[_Tok]) -> list[_Tok]:
-    """The tokens after a part read past (an apology, not knowing), numbered from 0."""
+    """The tokens after a part read past (an apology, not knowing), numbered from 0; the
+    first marked :attr:`_Tok.cut` (the text reads otherwise than written)."""
     for i, u in enumerate(rest):
         u.pos = i
+    if rest:
+        rest[0].cut = True
     return rest
 
 
@@ -2488,6 +2569,48 @@ def _courteous(phrase: Sequence[_Tok]) -> bool:
         ):
             return False
     return marked
+
+
+def _question_part(toks: list[_Tok]) -> list[_Tok]:
+    """The tokens of the question itself: past thanks, courtesy, a greeting, an apology
+    for asking and the asker's not knowing, renumbered."""
+    return _past_not_knowing(_past_apology(_past_preamble(_past_thanks(_past_courtesy(toks)))))
+
+
+# words that thank, opening courtesy said after a question with no mark between them
+_THANKS = frozenset("thank thanks thx cheers appreciate appreciated".split())
+# what a word of thanks may be the object of: "how do I *say* thank you in French"
+_SAYING = frozenset("say says said saying write writes wrote writing send sending".split())
+
+
+def _past_thanks(toks: list[_Tok]) -> list[_Tok]:
+    """The tokens without thanks said after the question, no mark between: "how do i add
+    a team member thank you", "WHAT IS THE CAPITAL OF CANADA thx", "is X deductible
+    Thanks in advance!". The thanks run to the end, are courtesy and nothing else
+    (:func:`_courteous`) and follow a content word that is no verb of saying ("how do I
+    *say* thanks", "write a thank you" keep theirs); all of them when there are none."""
+    for k in range(max(1, len(toks) - _COURTESY_WORDS), len(toks)):
+        t, before = toks[k], toks[k - 1]
+        if t.low not in _THANKS or t.after_mark or t.after_stop:
+            continue
+        said = before.low in _SAYING or before.low in _COURTESY  # "greatly appreciated"
+        if before.content and not said and _courteous(toks[k:]):
+            kept = toks[:k]
+            kept[0].cut = True
+            return kept
+        return toks
+    return toks
+
+
+def _past_preamble(toks: list[_Tok]) -> list[_Tok]:
+    """The tokens after a greeting or aside that says nothing (:func:`_preamble`: "ok so
+    do I owe ...?", "Hey there! is it safe ...?"), renumbered; all of them when there is
+    none or nothing would be left."""
+    aside = _preamble(toks)
+    rest = [t for t in toks if id(t) not in aside]
+    if not aside or not any(t.content for t in rest):
+        return toks
+    return _renumbered(rest)
 
 
 def _past_courtesy(toks: list[_Tok]) -> list[_Tok]:
@@ -2934,7 +3057,7 @@ def _crossed(q: list[_Tok], c: list[_Tok], pairs: dict[int, int]) -> Difference 
         return Difference("order", "… have …", "… at …", True)
     if turned == "same":
         return None
-    form = {i: min(q[i].lemmas) if q[i].lemmas else q[i].low for i in pairs}
+    form = _aligned_forms(q, pairs)
     sq, kq = _move_side(q, form)
     sc, kc = _move_side(c, {j: form[i] for i, j in pairs.items()})
     meaningful = {k for k, t in zip(sq.keys, kq, strict=True) if _meaningful(t)}
