@@ -1721,7 +1721,13 @@ def _tense(toks: Sequence[_Tok]) -> str:
 
 
 def _questions(toks: Sequence[_Tok]) -> frozenset[str]:
-    return frozenset(t.low for t in toks if t.low in lx.QUESTION_WORDS)
+    """The question words; "whom" after "by" asks for the doer, as "who" does ("*By
+    whom* is my timesheet approved?" / "*Who* approves my timesheet?")."""
+    return frozenset(
+        "who" if t.low == "whom" and t.pos and toks[t.pos - 1].low == "by" else t.low
+        for t in toks
+        if t.low in lx.QUESTION_WORDS
+    )
 
 
 _AUXILIARIES = frozenset(
@@ -3860,15 +3866,30 @@ def _past_form(word: str) -> bool:
 _POSSESSIVES = frozenset("my your his her its our their".split())
 
 
+# prepositions left at a question's end, their object the question word ("Who was the
+# letter sent *to*?")
+_STRANDED = frozenset("to for from with on about at into onto".split())
+
+
 def _agent(side: _moves.Side, kept: list[_Tok], verb: int) -> str | None:
-    """The key of the agent after "by" in a passive ("sued by my *employer*"), or None."""
+    """The key of the agent after "by" in a passive ("sued by my *employer*"); "who" for
+    the doer asked ("*By whom* was it approved?", "*Who* was it issued *by*?"); "who?"
+    and the preposition for a question word that a preposition left at the end takes
+    ("*Who* was the letter sent *to*?": no doer asked); else None."""
+    asked = any(t.low == "who" for t in kept[:verb]) or any(
+        kept[k].low == "by" and kept[k + 1].low == "whom" for k in range(verb - 1)
+    )
     by = next((k for k in range(verb + 1, len(kept)) if kept[k].low == "by"), None)
     if by is None:
-        return None
-    return next(
+        if asked and any(t.low == "whom" for t in kept[:verb]):
+            return "who"
+        stranded = verb + 1 < len(kept) and kept[-1].low in _STRANDED
+        return "who?" + kept[-1].low if asked and stranded else None
+    agent = next(
         (side.keys[k] for k in range(by + 1, len(kept)) if kept[k].low not in _POSSESSIVES),
         None,
     )
+    return "who" if agent is None and asked else agent
 
 
 def _voice(
@@ -3887,10 +3908,16 @@ def _voice(
     passive, active = (sq, sc) if pq is not None else (sc, sq)
     at, agent = pq or pc  # type: ignore[misc]
     verb = passive.keys[at]
+    if agent is not None and agent.startswith("who?"):  # "Who was it sent to?": no doer
+        return "swapped" if "who" in active.keys else "changed"
     if agent is None or verb not in active.keys or agent not in active.keys:
         return "changed"
     if any(active.keys[k + 1] == agent for k, key in enumerate(active.keys[:-1]) if key == "by"):
         return "changed"  # "paid by card" / "pay by card": a means, not an agent
+    if agent == "who":  # the doer asked: "who" the active verb's subject ("Who approves")
+        w, v = active.keys.index(agent), active.keys.index(verb)
+        subject = 0 < v - w <= 2 and "do" not in active.keys[w + 1 : v]
+        return "changed" if subject else "swapped"  # "Who did the landlord sue?": its object
     return "changed" if active.keys.index(agent) < active.keys.index(verb) else "swapped"
 
 
