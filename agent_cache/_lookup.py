@@ -327,10 +327,17 @@ class Reader:
         if probes:
             texts = [t for p in probes for t in (p.text, p.masked)]
             bare = [w for p in probes for w in p.bare_words()]
-            rows = yield from io.embed(self._b.embedder, texts + bare)
-            context = yield from self._in_context(probes, rows[len(texts) :])
+            against = [p.against for p in probes if p.against]  # the questions as asked
+            rows = yield from io.embed(self._b.embedder, texts + bare + against)
+            n = len(texts) + len(bare)
+            context = yield from self._in_context(probes, rows[len(texts) : n])
+            more = iter(rows[n:])
+            asked = [
+                float(np.dot(rows[2 * k], next(more))) if p.against else None
+                for k, p in enumerate(probes)
+            ]
             out = semantic.model_checked(
-                out, probes, rows[: len(texts)], verifier=verify, context=context
+                out, probes, rows[: len(texts)], verifier=verify, context=context, asked=asked
             )
         best = semantic.reread(out)  # the pair as the analysis reads it
         if best is not None:

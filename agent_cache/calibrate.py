@@ -345,7 +345,11 @@ def _model_check(
     if not probes:
         return
     texts = list(
-        dict.fromkeys(t for _, _, p in probes for t in (p.text, p.masked, *p.bare_words()))
+        dict.fromkeys(
+            t
+            for _, _, p in probes
+            for t in (p.text, p.masked, *p.bare_words(), *([p.against] if p.against else []))
+        )
     )
     vecs = _embed(embedder, texts, batch_size)
     row = {t: i for i, t in enumerate(texts)}
@@ -356,8 +360,14 @@ def _model_check(
         if encode is not None and p.spans is not None:
             bare = [vecs[row[w]] for w in p.bare_words()]
             context = [semantic.in_context(encode(p.context_items()), bare)]
+        asked = [float(np.dot(vecs[row[p.text]], vecs[row[p.against]]))] if p.against else None
         checked = semantic.model_checked(
-            [verdict], [dataclasses.replace(p, index=0)], pair, verifier=False, context=context
+            [verdict],
+            [dataclasses.replace(p, index=0)],
+            pair,
+            verifier=False,
+            context=context,
+            asked=asked,
         )[0]
         if checked.outcome == "serve":
             cand.refused, cand.checked = "", True

@@ -1016,6 +1016,7 @@ class Analysis:
     synonymous: bool = False
     reworded: bool = False
     read: tuple[str, str] = ("", "")
+    asked: tuple[str, str] = ("", "")
 
     @property
     def refusals(self) -> tuple[Difference, ...]:
@@ -2093,16 +2094,8 @@ def _analyze(query: str, candidate: str, *, case_sensitive: bool) -> Analysis:
     reworded = not blocked and shared >= 2
     reworded = reworded and (wished is not None or _reframed(q, c, pairs, (left_q, left_c), frame))
     read = _read_as(q, c, diffs, aside | units | {id(t) for t in said})
-    return Analysis(
-        query,
-        candidate,
-        tuple(diffs),
-        same and not lexical,
-        shared,
-        same and lexical,
-        reworded,
-        read,
-    )
+    found = (tuple(diffs), same and not lexical, shared, same and lexical, reworded, read)
+    return Analysis(query, candidate, *found, _asked_texts(q, c))
 
 
 def _read_aligned(
@@ -2404,6 +2397,15 @@ def _same_words(
 
 # explained differences the embedder may read in the candidate's words
 _RESPELLED = frozenset({"typo", "synonym", "acronym"})
+
+
+def _asked_texts(q: list[_Tok], c: list[_Tok]) -> tuple[str, str]:
+    """The two questions as asked, when something was read past or respelled (thanks,
+    a greeting, an apology: "Hi team, how can I eliminate fruit flies?" asks "how can I
+    eliminate fruit flies?"); ("", "") when both read as written."""
+    if not any(t.cut for t in (*q, *c)):
+        return ("", "")
+    return (" ".join(t.text for t in q), " ".join(t.text for t in c))
 
 
 def _read_as(

@@ -332,6 +332,10 @@ class SynonymProbe:
     #: content words (a quantifier, a function word, a number)
     candidate: str = ""
     spans: tuple[tuple[int, int], tuple[int, int]] | None = None
+    #: the candidate's question as asked, when the analysis read past courtesy or a
+    #: greeting (:attr:`~agent_cache.differences.Analysis.asked`): the swap's move is
+    #: then measured between the two questions, not the two messages
+    against: str = ""
 
     def context_items(self) -> list[tuple[str, int, int]]:
         """The two spans in their sentences, for ``span_vectors``; [] when none."""
@@ -395,9 +399,11 @@ def synonym_probes(verdicts: Sequence[Verdict], floor: float = SYNONYM_FLOOR) ->
         if not span or len(span) > 2:
             continue
         pattern = _span_pattern(span)
-        masked, n = re.subn(pattern, _MASK, a.query, count=1, flags=re.IGNORECASE)
+        text, against = a.asked if a.asked[0] else (a.query, "")
+        masked, n = re.subn(pattern, _MASK, text, count=1, flags=re.IGNORECASE)
         if n:
-            return [SynonymProbe(i, a.query, masked, lexical, *_context_spans(a, span, lexical))]
+            spans = _context_spans(a, span, lexical)
+            return [SynonymProbe(i, text, masked, lexical, *spans, against=against)]
     return []
 
 
@@ -412,11 +418,12 @@ def _context_spans(
     other = a.refusals[0].candidate.split()
     if len(other) > 2 or not _content_swap(span, other):
         return "", None
-    mq = re.search(_span_pattern(span), a.query, flags=re.IGNORECASE)
-    mc = re.search(_span_pattern(other), a.candidate, flags=re.IGNORECASE)
+    query, candidate = a.asked if a.asked[0] else (a.query, a.candidate)
+    mq = re.search(_span_pattern(span), query, flags=re.IGNORECASE)
+    mc = re.search(_span_pattern(other), candidate, flags=re.IGNORECASE)
     if mq is None or mc is None:
         return "", None
-    return a.candidate, ((mq.start(), mq.end()), (mc.start(), mc.end()))
+    return candidate, ((mq.start(), mq.end()), (mc.start(), mc.end()))
 
 
 def in_context(in_sentence: Sequence[Any], bare: Sequence[Any]) -> tuple[float, float] | None:
@@ -437,6 +444,7 @@ def model_checked(
     *,
     verifier: bool,
     context: Sequence[tuple[float, float] | None] | None = None,
+    asked: Sequence[float | None] | None = None,
 ) -> list[Verdict]:
     """Fold the model check in: ``vectors`` holds the unit embeddings of each probe's
     ``text`` then ``masked``, in probe order. A swap that moves the query less than
@@ -446,14 +454,17 @@ def model_checked(
     model reads as one sense in context (``context``, per probe, from
     :func:`in_context`: at least :data:`CONTEXT_FLOOR` and above the bare words'
     cosine) moving the query at most :data:`CONTEXT_MOVE_RATIO` of the deletion. Every
-    other verdict is returned unchanged."""
+    other verdict is returned unchanged. ``asked`` holds, per probe with
+    :attr:`SynonymProbe.against`, the cosine of the two questions as asked: the move is
+    measured on it instead of the messages' similarity."""
     out = list(verdicts)
     for k, probe in enumerate(probes):
         v = out[probe.index]
         assert v.analysis is not None
         text, masked = vectors[2 * k], vectors[2 * k + 1]
         drop = 1.0 - float(np.dot(np.asarray(text), np.asarray(masked)))
-        move = 1.0 - v.score
+        seen_asked = asked[k] if asked is not None and k < len(asked) else None
+        move = 1.0 - (v.score if seen_asked is None else seen_asked)
         ratio = LEXICAL_MOVE_RATIO if probe.lexical else SYNONYM_MOVE_RATIO
         seen = context[k] if context is not None and k < len(context) else None
         if seen is not None and seen[0] >= CONTEXT_FLOOR and seen[0] > seen[1]:
