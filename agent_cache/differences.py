@@ -1006,6 +1006,13 @@ class Analysis:
             frame: a verb and its noun ("How do I cancel X?" / "What is the
             cancellation process for X?"), fillers, function words. The semantic layer
             serves it from :data:`~agent_cache.semantic.REWORDED_FLOOR`.
+        read: the two texts as the analysis reads them (typos and synonyms in the
+            candidate's words, acronyms spelled out, fillers left out) when nothing
+            refuses and they read otherwise than written; else ``("", "")``.
+        asked: the two questions as asked when courtesy, a greeting or thanks was read
+            past or a typo respelled ("Hi there! How can I boost my savings rate?" asks
+            "How can I boost my savings rate"); else ``("", "")``. The model check
+            measures a swapped word on these.
     """
 
     query: str

@@ -195,6 +195,9 @@ GENERATED_FILE = Path("tests/data/trap_pairs_generated.jsonl")
 #: A third, written on 2026-12-07 by a helper that read none of our code or suites
 #: (twelve domains, realistic user messages); measured once, on first contact.
 UNSEEN_FILE = Path("tests/data/trap_pairs_unseen.jsonl")
+#: A fourth, written the same way in the next session (fifteen other domains; the
+#: passive voice and a background sentence that changes the answer among its kinds).
+UNSEEN2_FILE = Path("tests/data/trap_pairs_unseen2.jsonl")
 # the domain suite's families, under the names the other suites' columns use
 _DOMAIN_KIND = {
     "temporal-relation": "relation",
@@ -226,6 +229,9 @@ _DOMAIN_KIND = {
     "role_swap": "order",
     "question_form": "question form",
     "context_sentence": "context",
+    "context_condition": "context",
+    "politeness_indirect": "question form",
+    "unit_scale": "unit",
 }
 #: The held-out paraphrase kinds and the grammar suite's surface rewrites, as one name each.
 _PARAPHRASE_KIND = {
@@ -263,6 +269,7 @@ def _suite_pairs(traps: Path, held_out: Path | None) -> list[tuple[str, str, str
         ("fresh", FRESH_FILE.name),
         ("generated", GENERATED_FILE.name),
         ("unseen", UNSEEN_FILE.name),
+        ("unseen2", UNSEEN2_FILE.name),
     ):
         path = held_out.parent / name if held_out is not None else None
         if path is None or not path.is_file():
@@ -573,7 +580,16 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
     para_kinds = sorted(x for x in keys if x.startswith("serve:") and ":suite:" not in x)
     suites = tuple(
         s
-        for s in ("traps", "grammar", "held-out", "domains", "fresh", "generated", "unseen")
+        for s in (
+            "traps",
+            "grammar",
+            "held-out",
+            "domains",
+            "fresh",
+            "generated",
+            "unseen",
+            "unseen2",
+        )
         if f"refuse:suite:{s}" in keys
     )
     lines = [
@@ -597,8 +613,11 @@ def _render_kinds(k: dict[str, Any]) -> list[str]:
         "readings), and `trap_pairs_unseen.jsonl` (written on 2026-12-07 by a helper that "
         "read none of our code or suites: twelve domains, realistic user messages, a "
         "background sentence before the question among its paraphrase kinds; on first "
-        "contact 3 of 200 traps served, 113 of 160 paraphrases hit). Traps served (lower "
-        "is better):",
+        "contact 3 of 200 traps served, 113 of 160 paraphrases hit), and "
+        "`trap_pairs_unseen2.jsonl` (written the same way in the next session: fifteen "
+        "other domains, the passive voice and a background sentence that changes the "
+        "answer among its kinds; on first contact 3 of 224 traps served, 122 of 168 "
+        "paraphrases hit). Traps served (lower is better):",
         "",
     ]
     lines += _kind_table(contenders, suites, trap_kinds, "refuse")

@@ -15,6 +15,11 @@ reported on its own, through the core on two stores and through both adapters:
   paraphrases in 10 (among them a background sentence before the question), realistic
   user messages over twelve domains, written by a helper that read none of our code or
   suites. On first contact 3 traps were served and 113 paraphrases hit.
+- ``tests/data/trap_pairs_unseen2.jsonl`` (2026-12-07, the next session): 224 traps in
+  14 kinds (among them a background sentence that changes the answer) and 168
+  paraphrases in 12 (among them the passive voice and a background sentence that does
+  not), fifteen other domains, written the same way. On first contact 3 traps were
+  served and 122 paraphrases hit.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ SUITES = {
     "fresh": ("trap_pairs_fresh.jsonl", 0.01, 0.72),  # 0/196 served, 107/140 hit
     "generated": ("trap_pairs_generated.jsonl", 0.02, 0.70),  # 5/250 served, 110/150 hit
     "unseen": ("trap_pairs_unseen.jsonl", 0.02, 0.68),  # 3/200 served, 113/160 hit
+    "unseen2": ("trap_pairs_unseen2.jsonl", 0.02, 0.70),  # 3/224 served, 122/168 hit
 }
 
 
