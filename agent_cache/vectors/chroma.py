@@ -46,10 +46,19 @@ _peers: dict[tuple[str, str], weakref.WeakSet[WriteBatcher]] = {}
 _peers_lock = threading.Lock()
 
 
-def _import_chromadb() -> Any:
+def _import_chromadb(http: bool = False) -> Any:
+    """chromadb, and with ``http`` its HTTP client's modules too.
+
+    ``chromadb.HttpClient`` imports its FastAPI client module on first use (~0.25 s on
+    a small machine); done inside the connect bound, that one-time local cost counted
+    against ``backend_timeout`` and failed a first connect to a healthy server.
+    """
     try:
         import chromadb
         import chromadb.config
+
+        if http:
+            import chromadb.api.fastapi
     except ImportError as exc:
         raise MissingDependencyError("chromadb", "chroma", feature="ChromaVectorStore") from exc
     return chromadb
@@ -238,7 +247,7 @@ class ChromaVectorStore:
     # -- connection -----------------------------------------------------------------
 
     def _make_client(self) -> Any:
-        chromadb = _import_chromadb()
+        chromadb = _import_chromadb(http=self.url is not None)
         settings = chromadb.config.Settings(anonymized_telemetry=False)
         if self.url is not None:
             parts = urlsplit(self.url)

@@ -223,9 +223,14 @@ def test_a_stalled_then_killed_chroma_server_never_raises_and_recovers(
         backend_timeout=TIMEOUT,
         circuit_reset=RESET,
     ) as cache:
-        cache.store("How do I reset my password?", "use the link")
         paraphrase = "how do I reset my password !"
-        assert cache.lookup(paraphrase) is not None
+        # healthy first; a first connect on a loaded machine may still exceed 0.4 s (TLS
+        # context, server warm-up): that is a miss, and the next store connects again
+        started = time.monotonic()
+        while (hit := cache.lookup(paraphrase)) is None or hit.layer != "semantic":
+            assert time.monotonic() - started < 4 * RESET + 5, "never healthy"
+            cache.store("How do I reset my password?", "use the link")
+            time.sleep(0.05)
 
         def call(i: int) -> object:
             if i % 2:
