@@ -93,6 +93,14 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return "malformed" in text or "not a database" in text
 
 
+def _cannot_open(exc: sqlite3.Error) -> bool:
+    """``unable to open database file`` (SQLITE_CANTOPEN)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == 14
+    return "unable to open" in str(exc)
+
+
 #: How often (seconds) an open store checks that its path still names the open file.
 INODE_CHECK_S = 1.0
 
@@ -730,7 +738,13 @@ class SQLiteStore:
             return self._open(local, pid)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable dir, ...
-                raise
+                if self.on_corrupt != "rebuild" or not _cannot_open(exc):
+                    raise
+                # another process was moving a corrupt file aside (seen once in ~10
+                # runs of four workers, under load): once more, after its move
+                with _open_guard.first_open_lock(self._path):
+                    pass
+                return self._open(local, pid)
             if self.on_corrupt == "raise":
                 error = BackendError(
                     f"the SQLite file {str(self._path)!r} is corrupt or not a SQLite database "

@@ -14,8 +14,11 @@ import multiprocessing
 import os
 import sqlite3
 import time
+import traceback
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent_cache.stores import SQLiteStore
 
@@ -47,7 +50,8 @@ def _worker(path: str, me: int, start_at: float, out: Any) -> None:
         try:
             store.set(f"w{me}", json.dumps(me), namespace="default", expires_at=None, now=0.0)
         except Exception as exc:  # reported, not raised: the parent checks
-            error = repr(exc)
+            where = traceback.format_exception(exc.__cause__) if exc.__cause__ else []
+            error = repr(exc) + "".join(where[-4:])  # where SQLite failed, if it does
         moved = sum("moved to" in str(w.message) for w in seen)
         store.close()
     out.put((me, moved, error))
@@ -77,3 +81,44 @@ def test_four_workers_meeting_a_corrupt_file_move_it_aside_once(tmp_path: Path) 
         with SQLiteStore(db) as store:  # every worker wrote into the one rebuilt file
             got = [store.get(f"w{i}", now=0.0) for i in range(WORKERS)]
         assert got == [json.dumps(i) for i in range(WORKERS)]
+
+
+def test_a_cannot_open_met_during_a_move_aside_is_retried_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # make check failed once: a worker's first open met another worker's move aside
+    # ("unable to open database file"), and its set failed while the file was fine.
+    store = SQLiteStore(tmp_path / "exact.sqlite3", on_corrupt="rebuild")
+    real, calls = store._open, []
+
+    def flaky(local: Any, pid: int) -> sqlite3.Connection:
+        calls.append(pid)
+        if len(calls) == 1:
+            exc = sqlite3.OperationalError("unable to open database file")
+            exc.sqlite_errorcode = 14  # type: ignore[attr-defined]
+            raise exc
+        return real(local, pid)
+
+    monkeypatch.setattr(store, "_open", flaky)
+    store.set("k", json.dumps(1), namespace="default", expires_at=None, now=0.0)
+    assert len(calls) == 2
+    assert store.get("k", now=0.0) == json.dumps(1)
+    store.close()
+
+
+def test_a_cannot_open_that_stays_is_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_cache.errors import BackendError
+
+    store = SQLiteStore(tmp_path / "exact.sqlite3", on_corrupt="rebuild")
+    calls: list[int] = []
+
+    def never(local: Any, pid: int) -> sqlite3.Connection:
+        calls.append(pid)
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(store, "_open", never)
+    with pytest.raises(BackendError, match="unable to open"):
+        store.set("k", json.dumps(1), namespace="default", expires_at=None, now=0.0)
+    assert len(calls) == 2  # one retry, not a loop
