@@ -131,7 +131,7 @@ def respelled(text: str, near: str = "") -> str | None:
     if len(text) > MAX_CHARS:
         return None
     changed = False
-    theirs = frozenset(w.lower() for w in re.findall(r"[A-Za-z]{3,}", near))
+    theirs = words_of(near)
 
     def fix(m: re.Match[str]) -> str:
         nonlocal changed
@@ -145,15 +145,22 @@ def respelled(text: str, near: str = "") -> str | None:
     return out if changed else None
 
 
-def respelling(word: str, near: str = "", theirs: frozenset[str] | None = None) -> str | None:
-    """The respelling of one lower-case ``word`` as :func:`respelled` reads it against
-    ``near`` (``theirs``: ``near``'s words of three letters or more, lower-cased);
-    None when it stays as written."""
-    if theirs is None:
-        theirs = frozenset(w.lower() for w in re.findall(r"[A-Za-z]{3,}", near))
-    if "-" in near:  # "wifi" against "Wi-Fi", "email" against "e-mail": written so
+def words_of(near: str) -> frozenset[str]:
+    """``near``'s words of three letters or more, lower-cased, and its hyphenated words
+    joined ("wifi" against "Wi-Fi", "email" against "e-mail": written so)."""
+    theirs = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", near)}
+    if "-" in near:
         joined = re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)+", near)
         theirs |= {w.replace("-", "").lower() for w in joined}
+    return frozenset(theirs)
+
+
+def respelling(word: str, near: str = "", theirs: frozenset[str] | None = None) -> str | None:
+    """The respelling of one lower-case ``word`` as :func:`respelled` reads it against
+    ``near`` (``theirs``: :func:`words_of` ``near``, when the caller has it already);
+    None when it stays as written."""
+    if theirs is None:
+        theirs = words_of(near)
     if not _unknown(word) or any(_shortens(word, w) for w in theirs):
         return None  # spelled right, the stored question's word, or short for one
     if _written_so(word) or (near and _initials_in(word, near)):

@@ -2157,14 +2157,16 @@ def _misspelled(
     the other text one edit away first): "rqeuesting" / "request", "dferost" / "thaw"
     ("defrost", then a synonym). The other passes matched every typo they could reach;
     a respelling that lands on another word is a difference like any other."""
-    from agent_cache._respell import respelling  # it reads this module's dictionary
+    from agent_cache._respell import respelling, words_of  # they read this module's dictionary
 
     out: dict[str, str] = {}
     for side, seen, near in ((q, set(pairs), texts[1]), (c, set(pairs.values()), texts[0])):
+        theirs: frozenset[str] | None = None
         for t in side:
             if t.pos in seen or t.kind != "word" or not t.text.islower() or not t.low.isalpha():
                 continue
-            better = respelling(t.low, near)
+            theirs = words_of(near) if theirs is None else theirs
+            better = respelling(t.low, near, theirs)
             if better is not None and better != t.low:
                 out[t.text] = better
     return out
