@@ -282,6 +282,10 @@ def _polite_possible(words: Sequence[str], i: int) -> bool:
     )
 
 
+# before the one who needs a thing, in a question of what is required
+_NEED_ASKED = frozenset({"do", "does", "did", "if", "whether"})
+
+
 def _modal_classes(words: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for i, w in enumerate(words):
@@ -293,9 +297,10 @@ def _modal_classes(words: Sequence[str]) -> set[str]:
                 out.add("intent")
                 continue
             out.add(_MODAL_PHRASES[pair])
-        elif w in ("need", "needs") and i >= 2 and words[i - 2] in ("do", "does", "did"):
-            if words[i - 1] in _AGENTS:  # "Do I need a visa?": what is required
-                out.add("obligation")
+        elif w in ("need", "needs") and i >= 2 and words[i - 2] in _NEED_ASKED:
+            # "Do I need a visa?", embedded "(Can you tell me) if I need a visa": what
+            # is required
+            out.add("obligation")
         elif w in _MODALS:
             if _plan(words, i):
                 out.add("plan")

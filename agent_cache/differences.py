@@ -174,6 +174,12 @@ _S_IS = frozenset(
 )
 _NOT_ENTITY = frozenset({"i", "ok", "okay", "hi", "hello", "hey", "please", "thanks"})
 _AS_FOR = frozenset({"for", "as"})
+# a word capitalized after a comma, colon or dash because a question starts there, not
+# a name ("Will", "May" may be one)
+_OPENS_A_QUESTION = frozenset(
+    "how what which why when where who whom whose is are was were am do does did can could "
+    "would should shall has have had".split()
+)
 _ARTICLES = frozenset({"a", "an", "the", "please", "kindly"})
 _TEMPORAL_PREP = frozenset(
     {
@@ -741,6 +747,8 @@ def _classify(tok: _Tok, sentence_start: bool) -> None:
         caps = sum(c.isupper() for c in tok.text)
         acronym = caps >= 2 and len(tok.text) > 1
         capitalized = tok.text[:1].isupper() and not sentence_start
+        if tok.after_mark and low in _OPENS_A_QUESTION:  # "Hi, What's ...", "Q - How do"
+            capitalized = False
         tok.entity = (acronym or capitalized) and low not in _NOT_ENTITY
         if low in lx.NUMBER_WORDS:
             tok.number = _num(lx.NUMBER_WORDS[low])
@@ -1788,10 +1796,13 @@ def _asks_manner(toks: Sequence[_Tok]) -> bool:
     """A bare "how", an auxiliary and the asker ("How do I ...", "How can we ..."): a
     question of the way to do something, not of amount, time or length ("how much",
     "how long") nor an explanation ("How does helium change your voice?", asked as
-    often as "why"); or a "what" that names the steps or the process (:data:`_PROCESS`)."""
+    often as "why"); or a "what" that names the steps or the process (:data:`_PROCESS`).
+    Embedded after a request or not knowing, "how" and the asker or "to" ask the way."""
     words = _asked(toks)
     if words and words[0].low == "what":  # "What steps do I take to ...", "What's the process"
         return any(t.low in _PROCESS for t in words[1:4])
+    if len(words) >= 3 and words[0].low == "how" and words[1].low in _ASKERS | {"to"}:
+        return True  # embedded, after "Can you tell me": "how I find out", "how to apply"
     if len(words) < 3 or words[0].low != "how" or words[1].low not in _AUXILIARIES:
         return False
     if words[2].low in _ASKERS:
@@ -2322,7 +2333,7 @@ def _wished_act(toks: list[_Tok]) -> tuple[set[int], _Tok] | None:
     )
     if helped is not None and low[:helped] in ([], ["can", "you"], ["could", "you"], ["please"]):
         return set(), words[helped + 2]
-    how = next((x for x in range(1, min(7, len(low) - 2)) if low[x : x + 2] == ["how", "to"]), None)
+    how = next((x for x in range(min(7, len(low) - 2)) if low[x : x + 2] == ["how", "to"]), None)
     if how is not None and all(w in _TELLING for w in low[:how]):
         return {id(t) for t in words[:how]}, words[how + 2]
     way = next((x for x in range(1, min(7, len(low) - 2)) if low[x] in _WAY_TO), None)
@@ -2545,7 +2556,7 @@ def _past_not_knowing(toks: list[_Tok]) -> list[_Tok]:
 _COURTESY_MARKS = frozenset(
     "hello hi hey dear greetings morning afternoon evening hope hoping hopefully thank "
     "thanks thx appreciate appreciated grateful cheers sorry apologies question questions "
-    "curious wondering wonder".split()
+    "q faq curious wondering wonder help advise urgent".split()
 )
 _COURTESY = _COURTESY_MARKS | frozenset(
     "well great good nice wonderful lovely fine all everything everyone folks team support "
@@ -2588,10 +2599,44 @@ def _courteous(phrase: Sequence[_Tok]) -> bool:
     return marked
 
 
+# a word that asks to be told what the question after it asks: "Can you *tell* me
+# where ...", "Do you *know* when ...", "I'd like to *know* how ...", "*Explain* why ..."
+_TELLING_VERBS = frozenset("tell show explain know remind wondering wonder".split())
+# what may stand around it: the one asked, a modal, the asker's wish, courtesy, the asker
+_TELLING_GLUE = frozenset(
+    "can could would will do does did you someone somebody anyone anybody i we am was "
+    "please kindly just happen happens to me us like want wanted need needed let".split()
+)
+
+
+def _past_being_told(toks: list[_Tok]) -> list[_Tok]:
+    """The embedded question after a request to be told it, renumbered; all the tokens
+    when there is none: "Can you tell me when my refund will be processed?" reads "when
+    my refund will be processed", "Do you know where I can download my invoice?", "I
+    want to know how ...", "Could someone explain why ...". Before the question word:
+    only the one asked, a modal, the asker's wish and one verb of telling or knowing
+    (:data:`_TELLING_VERBS`); "Can you tell me the hours?" embeds no question, and "I
+    don't know how ..." is :func:`_past_not_knowing`'s."""
+    words = [i for i, t in enumerate(toks) if t.kind != "sym" and t.low not in lx.OPENERS]
+    if len(words) < 4:
+        return toks
+    telling = False
+    for k in words[:8]:
+        t = toks[k]
+        if telling and t.low.split()[0] in _EMBEDDED:
+            return _renumbered(toks[k:])
+        if t.low in _TELLING_VERBS:
+            telling = True
+        elif t.low not in _TELLING_GLUE:
+            return toks
+    return toks
+
+
 def _question_part(toks: list[_Tok]) -> list[_Tok]:
     """The tokens of the question itself: past thanks, courtesy, a greeting, an apology
-    for asking and the asker's not knowing, renumbered."""
-    return _past_not_knowing(_past_apology(_past_preamble(_past_thanks(_past_courtesy(toks)))))
+    for asking, the asker's not knowing and a request to be told, renumbered."""
+    asked = _past_apology(_past_preamble(_past_thanks(_past_courtesy(toks))))
+    return _past_being_told(_past_not_knowing(asked))
 
 
 # words that thank, opening courtesy said after a question with no mark between them
@@ -2605,10 +2650,18 @@ def _past_thanks(toks: list[_Tok]) -> list[_Tok]:
     a team member thank you", "WHAT IS THE CAPITAL OF CANADA thx", "is X deductible
     Thanks in advance!". The thanks run to the end, are courtesy and nothing else
     (:func:`_courteous`) and follow a content word that is no verb of saying ("how do I
-    *say* thanks", "write a thank you" keep theirs); all of them when there are none."""
+    *say* thanks", "write a thank you" keep theirs); all of them when there are none.
+    Courtesy of two words or more that opens with a capital after a word in lower case
+    reads so too: "how do i install python Any help appreciated.", "... Please advise"."""
     for k in range(max(1, len(toks) - _COURTESY_WORDS), len(toks)):
         t, before = toks[k], toks[k - 1]
-        if t.low not in _THANKS or t.after_mark or t.after_stop:
+        if t.after_mark or t.after_stop:
+            continue
+        if t.low not in _THANKS:
+            if _unmarked_sentence(toks, k) and before.content and _courteous(toks[k:]):
+                kept = toks[:k]
+                kept[0].cut = True
+                return kept
             continue
         said = before.low in _SAYING or before.low in _COURTESY  # "greatly appreciated"
         if before.content and not said and _courteous(toks[k:]):
@@ -2617,6 +2670,13 @@ def _past_thanks(toks: list[_Tok]) -> list[_Tok]:
             return kept
         return toks
     return toks
+
+
+def _unmarked_sentence(toks: list[_Tok], k: int) -> bool:
+    """Whether a sentence of two words or more starts at ``k`` with no mark before it:
+    a capital after a word in lower case ("... leftover turkey Any help appreciated")."""
+    words = [t for t in toks[k:] if t.kind != "sym"]
+    return len(words) >= 2 and toks[k].text[:1].isupper() and toks[k - 1].text[-1:].islower()
 
 
 def _past_preamble(toks: list[_Tok]) -> list[_Tok]:
