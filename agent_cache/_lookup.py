@@ -221,9 +221,13 @@ class Reader:
         """The k nearest stored questions; for a question with misspelled words, also
         those of its respelling (:mod:`agent_cache._respell`: "cancle my subscrption"
         finds "cancel my subscription"), each at its better similarity. Only the search
-        reads the respelling: the analysis judges the question as written."""
-        fixed = respelled(req.prompt)
-        texts = [req.prompt] if fixed is None else [req.prompt, fixed]
+        reads the respelling: the analysis judges the question as written. A question
+        typed with no question mark or with several ("Can dogs eat grapes", "... ???")
+        is searched for as asked with one (:func:`agent_cache._request.embedded_text`,
+        as it is stored): the embedder reads the marks."""
+        asked = rq.embedded_text(req.prompt)
+        fixed = respelled(asked)
+        texts = [asked] if fixed is None else [asked, fixed]
         vectors = yield from io.embed(self._b.embedder, texts)
         scope = self.vector_scope(keys, vectors[0])
         k = self._top_k(req.prompt)
@@ -273,12 +277,13 @@ class Reader:
             for m in matches
         ]
         reranker = self._b.reranker
-        verdicts = yield from self._screen_flow(req.prompt, candidates, policy, reranker)
+        asked = rq.embedded_text(req.prompt)  # judged as embedded
+        verdicts = yield from self._screen_flow(asked, candidates, policy, reranker)
         pending = [v.candidate.text for v in verdicts if v.outcome == "verify"]
         scores: list[float] = []
         if pending and reranker is not None:
             with tracing.span("verify", namespace=req.namespace, candidates=len(pending)) as sp:
-                scores = list((yield from io.rerank(reranker, req.prompt, pending)))
+                scores = list((yield from io.rerank(reranker, asked, pending)))
                 tracing.annotate(sp, score=max(scores, default=None))
         return semantic.finish(verdicts, scores, policy)
 
@@ -407,8 +412,9 @@ class Reader:
     def explain_flow(self, req: rq.Request, candidate: str | None) -> Flow[list[semantic.Verdict]]:
         """The verdicts on ``candidate``, or on the top-k in scope (no stats)."""
         if candidate is not None:
-            fixed = respelled(req.prompt)
-            texts = [candidate, req.prompt] + ([] if fixed is None else [fixed])
+            asked = rq.embedded_text(req.prompt)
+            fixed = respelled(asked)
+            texts = [rq.embedded_text(candidate), asked] + ([] if fixed is None else [fixed])
             vectors = yield from io.embed(self._b.embedder, texts)
             best = max(float(np.dot(v, vectors[0])) for v in vectors[1:])
             cos = float(min(1.0, max(0.0, best)))

@@ -25,7 +25,9 @@ __all__ = [
     "ScopeArgs",
     "StoreArgs",
     "StreamArgs",
+    "asked_once",
     "check_name",
+    "embedded_text",
     "embedder_tag",
     "entry_scope",
     "prepare",
@@ -344,6 +346,41 @@ def embedder_tag(identity: str, dimension: int) -> str:
     the same tag are ever compared: two models' cosines mean nothing.
     """
     return digest(_TAG_FORMAT, identity, str(int(dimension)))[:16]
+
+
+# a first word that makes a text typed with no question mark a question
+_ASKS = frozenset(
+    "how what which why when where who whom whose is are was were am do does did can could "
+    "would should shall will may might must has have had".split()
+)
+_MARKS = " ?!"
+
+
+def asked_once(text: str) -> str | None:
+    """``text`` ending with one question mark, when it is a question typed with none or
+    with several marks ("Can dogs eat grapes" -> "Can dogs eat grapes?", "Why??" and
+    "Why?!" -> "Why?"); None when it ends with one already, or is no question (a
+    statement or request keeps its own ending)."""
+    stripped = text.rstrip(_MARKS)
+    ending = text[len(stripped) :].strip()
+    if not stripped or ending == "?" or len(text) > _ASKED_ONCE_CHARS:
+        return None
+    first = stripped.split(None, 1)[0].lower().strip("\"'(")
+    if "?" not in ending and (ending or stripped.endswith(".") or first not in _ASKS):
+        return None  # "Reset my password." is no question; "Is it safe." is not typed so
+    return stripped + "?"  # a full stop is kept: "my acct no.??" asks "my acct no.?"
+
+
+#: Past this length the text is no short question (a RAG turn): searched as written.
+_ASKED_ONCE_CHARS = 500
+
+
+def embedded_text(prompt: str) -> str:
+    """The text the semantic layer embeds for ``prompt``, stored or looked up alike: a
+    question typed with no mark or several ends with one (:func:`asked_once`), since the
+    embedder reads the marks ("is it safe for dogs to eat grapes" / "Can dogs eat
+    grapes?" at 0.913 without, over the 0.92 threshold with one)."""
+    return asked_once(prompt) or prompt
 
 
 def vector_scope(entry: str, embedder: str) -> str:

@@ -195,7 +195,7 @@ class Writer:
         vector: Any = None
         if joint:  # embed first: the entry and its vector are written in one transaction
             try:
-                vector = (yield from io.embed(self._b.embedder, [req.prompt]))[0]
+                vector = (yield from io.embed(self._b.embedder, [rq.embedded_text(req.prompt)]))[0]
             except Exception as exc:  # no vector: the exact entry is written all the same
                 self._failed(exc, "embedding")
         keys = rq.keys_for(req, guess)
@@ -208,7 +208,7 @@ class Writer:
             record, write = self._record_write(req, keys, response, usage, ttl, tags, now, vector)
             yield from io.kv_set(kv, keys.primary, record, write)
         if embedded and not joint:
-            vectors = yield from io.embed(self._b.embedder, [req.prompt])
+            vectors = yield from io.embed(self._b.embedder, [rq.embedded_text(req.prompt)])
             meta = self._vector_meta(req, keys, vectors[0], now, write["expires_at"])
             yield from io.vector_add(self._b.vectors, [keys.primary], vectors[:1], [meta])
         yield from self._after_write_flow(req.namespace, now)
@@ -236,7 +236,9 @@ class Writer:
         joint = self._b.joint
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
-            texts = [req.prompt for req, _ in chunk if self._reader.semantic_on(req)]
+            texts = [
+                rq.embedded_text(req.prompt) for req, _ in chunk if self._reader.semantic_on(req)
+            ]
             embedded: Iterator[Any] = iter(
                 (yield from io.embed(self._b.embedder, texts)) if texts else []
             )
